@@ -1,0 +1,55 @@
+// OpenMP-backed implementation of parallel_for and the thread-count settings.
+#include "flambeau/core/parallel.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+
+#include "flambeau/core/error.h"
+
+namespace flambeau {
+namespace {
+std::atomic<int> g_num_threads{0};  // 0: not set, use OpenMP's default
+}
+
+void set_num_threads(int n) {
+  FLB_CHECK(n > 0, ValueError, "[set_num_threads] expected a positive thread count, got ", n);
+  g_num_threads = n;
+  omp_set_num_threads(n);
+}
+
+int get_num_threads() {
+  int n = g_num_threads.load(std::memory_order_relaxed);
+  return n > 0 ? n : omp_get_max_threads();
+}
+
+bool in_parallel_region() { return omp_in_parallel(); }
+
+namespace detail {
+void run_parallel(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& f) {
+  int64_t n = end - begin;
+  int64_t max_by_grain = std::max<int64_t>(1, (n + grain - 1) / std::max<int64_t>(grain, 1));
+  int nt = int(std::min<int64_t>(get_num_threads(), max_by_grain));
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+#pragma omp parallel num_threads(nt)
+  {
+    int t = omp_get_thread_num(), count = omp_get_num_threads();
+    int64_t chunk = (n + count - 1) / count;
+    int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
+    if (b < e) {
+      try {
+        f(b, e);
+      } catch (...) {
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+}  // namespace detail
+
+}  // namespace flambeau

@@ -1,0 +1,162 @@
+// Tensor: a strided view (sizes, strides, offset, dtype) over a Storage shared between
+// views. Copying a Tensor copies a handle, as in PyTorch; clone() copies the data.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "flambeau/core/device.h"
+#include "flambeau/core/dtype.h"
+#include "flambeau/core/scalar.h"
+#include "flambeau/core/shape.h"
+#include "flambeau/ops/op_list.h"
+
+namespace flambeau {
+
+// A block of memory that tensors view. `deleter` frees it (nullptr: not owned).
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  std::function<void(void*, size_t)> deleter;
+  ~Storage() {
+    if (deleter) deleter(data, nbytes);
+  }
+  // Allocates `nbytes` from the device's allocator.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Dims sizes, strides;  // strides in elements
+  int64_t offset = 0;   // in elements
+  DType dtype = DType::Float32;
+  // True for a 0-dim tensor made from a Scalar by an op: it promotes like a Python number.
+  bool wrapped_number = false;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A number passed where a tensor is expected becomes a 0-dim "wrapped number" tensor
+  // that promotes like a Python scalar: int_tensor + 2.5 is float32. (For a plain 0-dim
+  // tensor use scalar_tensor().)
+  Tensor(Scalar s);
+  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  Tensor(T v) : Tensor(Scalar(v)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+
+  int64_t dim() const { return int64_t(impl_->sizes.size()); }
+  const Dims& sizes() const { return impl_->sizes; }
+  const Dims& shape() const { return impl_->sizes; }
+  const Dims& strides() const { return impl_->strides; }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return numel_of(impl_->sizes); }
+  int64_t storage_offset() const { return impl_->offset; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device; }
+  size_t element_size() const { return itemsize(dtype()); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+
+  // Address of the first element.
+  void* data_ptr() const {
+    return static_cast<char*>(impl_->storage->data) + impl_->offset * int64_t(element_size());
+  }
+  // Typed address of the first element; TypeError if T is not the dtype's type.
+  template <class T>
+  T* data() const {
+    FLB_CHECK(dtype_v<T> == dtype(), TypeError, "[data] expected dtype ", dtype_name(dtype_v<T>),
+              " but the tensor is ", dtype_name(dtype()));
+    return static_cast<T*>(data_ptr());
+  }
+
+  // The value of a one-element tensor.
+  Scalar item() const;
+  template <class T>
+  T item() const {
+    return item().to<T>();
+  }
+  // PyTorch-style repr: tensor([[1., 2.], [3., 4.]]) (summarised above 1000 elements).
+  std::string str() const;
+
+  // Views (share storage).
+  Tensor view(const Dims& shape) const;
+  Tensor reshape(const Dims& shape) const;
+  Tensor permute(const Dims& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor expand(const Dims& shape) const;
+  Tensor broadcast_to(const Dims& shape) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start = {}, std::optional<int64_t> end = {},
+               int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t dim, const Dims& sizes) const;
+  Tensor as_strided(const Dims& size, const Dims& stride, std::optional<int64_t> offset = {}) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+
+  // Copies.
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;  // returns *this when the dtype already matches
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(Scalar value);
+  Tensor& zero_() { return fill_(0); }
+
+  // Elementwise ops as methods (see ops.h for their meaning).
+#define FLB_DECL_UNARY(name, kind) \
+  Tensor name() const;             \
+  Tensor& name##_();
+  FLB_UNARY_OPS(FLB_DECL_UNARY)
+#undef FLB_DECL_UNARY
+  Tensor add(const Tensor& other, Scalar alpha = 1) const;
+  Tensor sub(const Tensor& other, Scalar alpha = 1) const;
+  Tensor div(const Tensor& other) const;
+  Tensor& add_(const Tensor& other, Scalar alpha = 1);
+  Tensor& sub_(const Tensor& other, Scalar alpha = 1);
+  Tensor& mul_(const Tensor& other);
+  Tensor& div_(const Tensor& other);
+#define FLB_DECL_BINARY(name) Tensor name(const Tensor& other) const;
+  FLB_BINARY_OPS(FLB_DECL_BINARY)
+  FLB_COMPARE_OPS(FLB_DECL_BINARY)
+  FLB_LOGICAL_OPS(FLB_DECL_BINARY)
+#undef FLB_DECL_BINARY
+  Tensor logical_not() const;
+  Tensor clamp(std::optional<Tensor> min, std::optional<Tensor> max = {}) const;
+  Tensor& clamp_(std::optional<Tensor> min, std::optional<Tensor> max = {});
+
+  // Reductions (dims empty: all dims).
+  Tensor sum(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor mean(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor prod(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor amax(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Dims& dims = {}, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = {}, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = {}, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Makes a tensor over `storage`. Strides default to contiguous.
+Tensor make_tensor(std::shared_ptr<Storage> storage, DType dtype, Dims sizes, Dims strides = {},
+                   int64_t offset = 0);
+
+}  // namespace flambeau

@@ -1,0 +1,92 @@
+// Shared pieces of the Highway kernels: array maps with a padded tail, and exp/log/erf
+// with the IEEE special cases (NaN, +-inf, 0) that Highway's versions leave out.
+// Included once per SIMD target (no include guard, by Highway's design).
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+HWY_BEFORE_NAMESPACE();
+namespace flambeau::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// y[i] = op(d, x[i]) over whole vectors; the tail goes through a zero-padded buffer so
+// that every element, tail included, is computed by the same vector code.
+template <class T, class Op>
+HWY_INLINE void map_unary(const T* x, T* y, int64_t n, const Op& op) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(op(d, hn::LoadU(d, x + i)), d, y + i);
+  if (i < n) {
+    HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)] = {};
+    std::memcpy(buf, x + i, (n - i) * sizeof(T));
+    hn::Store(op(d, hn::Load(d, buf)), d, buf);
+    std::memcpy(y + i, buf, (n - i) * sizeof(T));
+  }
+}
+
+template <class T, class Op>
+HWY_INLINE void map_binary(const T* a, const T* b, T* y, int64_t n, const Op& op) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(op(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, y + i);
+  if (i < n) {
+    HWY_ALIGN T ba[HWY_MAX_BYTES / sizeof(T)] = {};
+    HWY_ALIGN T bb[HWY_MAX_BYTES / sizeof(T)] = {};
+    std::memcpy(ba, a + i, (n - i) * sizeof(T));
+    std::memcpy(bb, b + i, (n - i) * sizeof(T));
+    hn::Store(op(d, hn::Load(d, ba), hn::Load(d, bb)), d, ba);
+    std::memcpy(y + i, ba, (n - i) * sizeof(T));
+  }
+}
+
+// exp with exp(NaN) = NaN and overflow to +inf.
+template <class D, class V>
+HWY_INLINE V ExpIeee(D d, V x) {
+  using T = hn::TFromD<D>;
+  const T overflow = sizeof(T) == 4 ? T(88.72283935546875) : T(709.782712893384);
+  V y = hn::Exp(d, x);
+  y = hn::IfThenElse(x > hn::Set(d, overflow), hn::Set(d, std::numeric_limits<T>::infinity()), y);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+// log with log(0) = -inf, log(x<0) = NaN, log(inf) = inf, log(NaN) = NaN.
+template <class D, class V>
+HWY_INLINE V LogIeee(D d, V x) {
+  using T = hn::TFromD<D>;
+  const V zero = hn::Zero(d), inf = hn::Set(d, std::numeric_limits<T>::infinity());
+  V y = hn::Log(d, x);
+  y = hn::IfThenElse(x == zero, hn::Neg(inf), y);
+  y = hn::IfThenElse(x == inf, inf, y);
+  return hn::IfThenElse(x < zero, hn::Set(d, std::numeric_limits<T>::quiet_NaN()),
+                        hn::IfThenElse(hn::IsNaN(x), x, y));
+}
+
+// float erf, |error| < 2e-7: x * P(x^2) for |x| <= 1, 1 - exp(-x^2) * Q(1/|x|) for
+// 1 < |x| < 4, 1 beyond (coefficients: least-squares fits made for flambeau).
+template <class D, class V>
+HWY_INLINE V ErfF32(D d, V x) {
+  const V ax = hn::Abs(x), one = hn::Set(d, 1.0f), x2 = hn::Mul(x, x);
+  V p = hn::Set(d, 7.933422388e-05f);
+  for (float c : {-8.034827975e-04f, 5.191216606e-03f, -2.685539872e-02f, 1.128362571e-01f,
+                  -3.761262988e-01f, 1.128379167e+00f})
+    p = hn::MulAdd(p, x2, hn::Set(d, c));
+  const V small = hn::Mul(ax, p);
+  const V u = hn::Div(one, ax);
+  V q = hn::Set(d, -8.869303558e-03f);
+  for (float c : {2.565706991e-02f, 2.991912053e-02f, -2.492160391e-01f, 5.022039332e-01f,
+                  -4.739546271e-01f, 4.260877506e-02f, 5.589596804e-01f, 2.749496239e-04f})
+    q = hn::MulAdd(q, u, hn::Set(d, c));
+  V large = hn::Sub(one, hn::Mul(ExpIeee(d, hn::Neg(x2)), q));
+  large = hn::IfThenElse(ax >= hn::Set(d, 4.0f), one, large);
+  const V r = hn::IfThenElse(ax <= one, small, large);
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::CopySign(r, x));
+}
+
+}  // namespace flambeau::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();

@@ -1,0 +1,120 @@
+// Reduction SIMD kernels on contiguous rows: sum, max/min (NaN-propagating) and the
+// softmax / log_softmax of a row. Each uses a fixed accumulation order, so a given row
+// always gives the same bits.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "flambeau/kernels/cpu/simd_reduce.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include "flambeau/kernels/cpu/simd_common-inl.h"
+#include "flambeau/kernels/cpu/simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace flambeau::kernels::HWY_NAMESPACE {
+
+// Four independent accumulators over whole vectors, the tail zero-padded, then
+// ((a0 + a1) + (a2 + a3)) and a lane sum.
+template <class T>
+T sum_impl(const T* x, int64_t n) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, hn::LoadU(d, x + i));
+    a1 = hn::Add(a1, hn::LoadU(d, x + i + N));
+    a2 = hn::Add(a2, hn::LoadU(d, x + i + 2 * N));
+    a3 = hn::Add(a3, hn::LoadU(d, x + i + 3 * N));
+  }
+  for (; i + N <= n; i += N) a0 = hn::Add(a0, hn::LoadU(d, x + i));
+  if (i < n) {
+    HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)] = {};
+    std::memcpy(buf, x + i, (n - i) * sizeof(T));
+    a1 = hn::Add(a1, hn::Load(d, buf));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+template <class T, bool kMax>
+T extreme_impl(const T* x, int64_t n) {
+  const hn::ScalableTag<T> d;
+  const int64_t N = int64_t(hn::Lanes(d));
+  const T init = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
+  auto m0 = hn::Set(d, init), m1 = m0;
+  auto nan = hn::Zero(d);  // any lane NaN once a NaN was seen
+  auto step = [&](auto m, auto v) {
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
+    return kMax ? hn::Max(m, v) : hn::Min(m, v);
+  };
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    m0 = step(m0, hn::LoadU(d, x + i));
+    m1 = step(m1, hn::LoadU(d, x + i + N));
+  }
+  HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)];
+  for (int64_t k = 0; k < N; ++k) buf[k] = init;
+  std::memcpy(buf, x + i, std::min<int64_t>(n - i, N) * sizeof(T));
+  m0 = step(m0, hn::Load(d, buf));
+  if (i + N < n) {
+    for (int64_t k = 0; k < N; ++k) buf[k] = init;
+    std::memcpy(buf, x + i + N, (n - i - N) * sizeof(T));
+    m1 = step(m1, hn::Load(d, buf));
+  }
+  const auto m = kMax ? hn::Max(m0, m1) : hn::Min(m0, m1);
+  if (!hn::AllFalse(d, hn::MaskFromVec(nan))) return std::numeric_limits<T>::quiet_NaN();
+  return hn::GetLane(kMax ? hn::MaxOfLanes(d, m) : hn::MinOfLanes(d, m));
+}
+
+template <class T>
+void softmax_impl(const T* x, T* y, int64_t n, bool log) {
+  const hn::ScalableTag<T> d;
+  const T mx = extreme_impl<T, true>(x, n);
+  const auto vmax = hn::Set(d, mx);
+  if (log) {
+    // y = x - max - log(sum(exp(x - max))); y holds exp(x - max) while summing.
+    map_unary(x, y, n, [&](auto dd, auto v) { return ExpIeee(dd, hn::Sub(v, vmax)); });
+    const T lse = mx + std::log(sum_impl(y, n));
+    const auto vl = hn::Set(d, lse);
+    map_unary(x, y, n, [&](auto, auto v) { return hn::Sub(v, vl); });
+  } else {
+    map_unary(x, y, n, [&](auto dd, auto v) { return ExpIeee(dd, hn::Sub(v, vmax)); });
+    const auto inv = hn::Set(d, T(1) / sum_impl(y, n));
+    map_unary(y, y, n, [&](auto, auto v) { return hn::Mul(v, inv); });
+  }
+}
+
+float sum_f32_impl(const float* x, int64_t n) { return sum_impl(x, n); }
+double sum_f64_impl(const double* x, int64_t n) { return sum_impl(x, n); }
+float max_f32_impl(const float* x, int64_t n) { return extreme_impl<float, true>(x, n); }
+double max_f64_impl(const double* x, int64_t n) { return extreme_impl<double, true>(x, n); }
+float min_f32_impl(const float* x, int64_t n) { return extreme_impl<float, false>(x, n); }
+double min_f64_impl(const double* x, int64_t n) { return extreme_impl<double, false>(x, n); }
+void softmax_f32_impl(const float* x, float* y, int64_t n, bool log) { softmax_impl(x, y, n, log); }
+void softmax_f64_impl(const double* x, double* y, int64_t n, bool log) { softmax_impl(x, y, n, log); }
+
+}  // namespace flambeau::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace flambeau::kernels {
+HWY_EXPORT(sum_f32_impl);
+HWY_EXPORT(sum_f64_impl);
+HWY_EXPORT(max_f32_impl);
+HWY_EXPORT(max_f64_impl);
+HWY_EXPORT(min_f32_impl);
+HWY_EXPORT(min_f64_impl);
+HWY_EXPORT(softmax_f32_impl);
+HWY_EXPORT(softmax_f64_impl);
+float sum_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f32_impl)(x, n); }
+double sum_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f64_impl)(x, n); }
+float max_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f32_impl)(x, n); }
+double max_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f64_impl)(x, n); }
+float min_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(min_f32_impl)(x, n); }
+double min_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(min_f64_impl)(x, n); }
+void softmax_row_f32(const float* x, float* y, int64_t n, bool log) {
+  HWY_DYNAMIC_DISPATCH(softmax_f32_impl)(x, y, n, log);
+}
+void softmax_row_f64(const double* x, double* y, int64_t n, bool log) {
+  HWY_DYNAMIC_DISPATCH(softmax_f64_impl)(x, y, n, log);
+}
+}  // namespace flambeau::kernels
+#endif

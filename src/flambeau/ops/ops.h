@@ -1,0 +1,129 @@
+// The public op functions of flambeau (namespace flambeau), as in torch.*.
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flambeau/core/tensor.h"
+
+namespace flambeau {
+
+// ---- factories --------------------------------------------------------------------
+Tensor empty(const Dims& shape, DType dtype = kFloat32, Device device = kCPU);
+Tensor zeros(const Dims& shape, DType dtype = kFloat32, Device device = kCPU);
+Tensor ones(const Dims& shape, DType dtype = kFloat32, Device device = kCPU);
+// dtype defaults to the scalar's own: bool, int64 or float32.
+Tensor full(const Dims& shape, Scalar value, std::optional<DType> dtype = {}, Device device = kCPU);
+// arange: int64 when start, end and step are all integers, else float32.
+Tensor arange(Scalar end, std::optional<DType> dtype = {});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = {});
+Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
+Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {});
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = {});
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype = {});
+Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype = {});
+// A 0-dim tensor; dtype defaults as in full().
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = {});
+// Copies `values` (row-major) into a new tensor of `shape` (default: 1-D).
+template <class T>
+Tensor from_vector(const std::vector<T>& values, std::optional<Dims> shape = {});
+
+// ---- joining and splitting ----------------------------------------------------------
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
+
+// ---- type promotion -----------------------------------------------------------------
+// torch.result_type over tensors (wrapped numbers count as Python scalars).
+DType result_type(const std::vector<Tensor>& tensors);
+DType result_type(const Tensor& a, const Tensor& b);
+
+// ---- elementwise ----------------------------------------------------------------------
+#define FLB_DECL_UNARY(name, kind) \
+  Tensor name(const Tensor& t);    \
+  Tensor& name##_(Tensor& t);
+FLB_UNARY_OPS(FLB_DECL_UNARY)
+#undef FLB_DECL_UNARY
+// approximate: "none" (erf form) or "tanh".
+Tensor gelu(const Tensor& t, const std::string& approximate = "none");
+Tensor softplus(const Tensor& t, double beta = 1.0, double threshold = 20.0);
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha = 1);
+// rounding_mode: "" (true division), "floor" or "trunc".
+Tensor div(const Tensor& a, const Tensor& b, const std::string& rounding_mode = "");
+Tensor& add_(Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor& sub_(Tensor& a, const Tensor& b, Scalar alpha = 1);
+Tensor& mul_(Tensor& a, const Tensor& b);
+Tensor& div_(Tensor& a, const Tensor& b, const std::string& rounding_mode = "");
+#define FLB_DECL_BINARY(name) Tensor name(const Tensor& a, const Tensor& b);
+FLB_BINARY_OPS(FLB_DECL_BINARY)
+FLB_COMPARE_OPS(FLB_DECL_BINARY)
+FLB_LOGICAL_OPS(FLB_DECL_BINARY)
+#undef FLB_DECL_BINARY
+Tensor logical_not(const Tensor& t);
+Tensor isnan(const Tensor& t);
+Tensor isinf(const Tensor& t);
+Tensor isfinite(const Tensor& t);
+
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+// Bounds may be tensors or numbers; NaN propagates; min > max gives max (as torch).
+Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max = {});
+Tensor& clamp_(Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max = {});
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// ---- reductions (dims empty: reduce every dim) ----------------------------------------
+// sum/prod of integers and bool give int64; dtype overrides the accumulation/result type.
+Tensor sum(const Tensor& t, const Dims& dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor mean(const Tensor& t, const Dims& dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor prod(const Tensor& t, const Dims& dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor amax(const Tensor& t, const Dims& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& t, const Dims& dims = {}, bool keepdim = false);
+// (values, indices) along one dim; NaN wins, ties give the first index.
+std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& t);
+Tensor min(const Tensor& t);
+Tensor argmax(const Tensor& t, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor argmin(const Tensor& t, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor var(const Tensor& t, const Dims& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& t, const Dims& dims = {}, double correction = 1, bool keepdim = false);
+// p: 1, 2 or INFINITY.
+Tensor norm(const Tensor& t, double p = 2, const Dims& dims = {}, bool keepdim = false);
+Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim = false);
+Tensor any(const Tensor& t, const Dims& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& t, const Dims& dims = {}, bool keepdim = false);
+Tensor count_nonzero(const Tensor& t, const Dims& dims = {});
+Tensor softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
+Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
+
+// ---- operators --------------------------------------------------------------------------
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
+inline Tensor operator||(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+inline Tensor operator!(const Tensor& a) { return logical_not(a); }
+inline Tensor& operator+=(Tensor& a, const Tensor& b) { return add_(a, b); }
+inline Tensor& operator-=(Tensor& a, const Tensor& b) { return sub_(a, b); }
+inline Tensor& operator*=(Tensor& a, const Tensor& b) { return mul_(a, b); }
+inline Tensor& operator/=(Tensor& a, const Tensor& b) { return div_(a, b); }
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace flambeau
