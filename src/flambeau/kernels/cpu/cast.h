@@ -50,3 +50,14 @@ void convert(const void* src, DType sdt, int64_t sstride, void* dst, DType ddt, 
              int64_t n);
 
 }  // namespace flambeau::kernels
+
+#include "flambeau/core/scalar.h"
+namespace flambeau::kernels {
+// A Scalar converted to T by the same rules as a tensor cast from its own dtype.
+template <class T>
+inline T scalar_to(const Scalar& s) {
+  if (s.is_floating()) return cast_value<T>(s.to_double());
+  if (s.is_bool()) return cast_value<T>(s.to_bool());
+  return cast_value<T>(s.to_int());
+}
+}  // namespace flambeau::kernels

@@ -1,0 +1,330 @@
+// Binary and ternary elementwise ops: arithmetic, comparisons, logical ops, addcmul,
+// addcdiv, lerp, clamp, where, and result_type (PyTorch's promotion with weak scalars).
+#include <cmath>
+
+#include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/ops/elementwise.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau {
+
+// ---- type promotion ---------------------------------------------------------------
+namespace {
+std::optional<DType> promote_opt(std::optional<DType> a, DType b) { return a ? promote_types(*a, b) : b; }
+
+// A lower tier (0-dim tensors, then Python scalars) only matters when it is of a
+// higher category than the tier above it (c10's combine_categories).
+std::optional<DType> combine_categories(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower || is_floating(*higher)) return higher;
+  if (*higher == kBool || is_floating(*lower)) return promote_types(*higher, *lower);
+  return higher;
+}
+}  // namespace
+
+DType result_type(const std::vector<Tensor>& tensors) {
+  std::optional<DType> dim, zero, wrapped;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    if (t.impl()->wrapped_number) wrapped = promote_opt(wrapped, is_floating(t.dtype()) ? kDefaultFloat : t.dtype());
+    else if (t.dim() == 0) zero = promote_opt(zero, t.dtype());
+    else dim = promote_opt(dim, t.dtype());
+  }
+  return combine_categories(dim, combine_categories(zero, wrapped)).value_or(kDefaultFloat);
+}
+DType result_type(const Tensor& a, const Tensor& b) { return result_type(std::vector<Tensor>{a, b}); }
+
+namespace {
+
+enum class Bin { add, sub, mul, div, floor_divide, trunc_divide, remainder, pow, maximum, minimum, atan2 };
+
+// Integer arithmetic that wraps on overflow (as PyTorch does) instead of being UB.
+template <class T>
+T wrap(std::make_unsigned_t<T> v) { return T(v); }
+template <class T>
+using U = std::make_unsigned_t<T>;
+
+template <class T>
+T int_pow(T base, T exp) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exp < 0) return base == 1 ? T(1) : base == -1 ? T(exp % 2 ? -1 : 1) : T(0);
+  }
+  U<T> r = 1, b = U<T>(base);
+  for (U<T> e = U<T>(exp); e; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return T(r);
+}
+
+// Python-style floor division of floats (sign of the result follows the quotient).
+template <class T>
+T float_floor_div(T a, T b) {
+  if (b == 0) return a / b;
+  const T mod = std::fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+  if (div == 0) return std::copysign(T(0), a / b);
+  T fl = std::floor(div);
+  if (div - fl > T(0.5)) fl += 1;
+  return fl;
+}
+
+template <class T>
+auto scalar_fn(Bin op, T alpha) {
+  return [op, alpha](T a, T b) -> T {
+    if constexpr (std::is_same_v<T, bool>) {
+      switch (op) {
+        case Bin::add: return a || (alpha && b);
+        case Bin::mul: case Bin::minimum: return a && b;
+        case Bin::maximum: return a || b;
+        default: return a;  // other ops reject bool before getting here
+      }
+    } else if constexpr (std::is_integral_v<T>) {
+      switch (op) {
+        case Bin::add: return T(U<T>(a) + U<T>(alpha) * U<T>(b));
+        case Bin::sub: return T(U<T>(a) - U<T>(alpha) * U<T>(b));
+        case Bin::mul: return T(U<T>(a) * U<T>(b));
+        case Bin::floor_divide: {
+          if (b == -1) return T(0 - U<T>(a));
+          T q = T(a / b);
+          if (a % b != 0 && ((a < 0) != (b < 0))) --q;
+          return q;
+        }
+        case Bin::trunc_divide: return b == -1 ? T(0 - U<T>(a)) : T(a / b);
+        case Bin::remainder: {
+          if (b == -1) return T(0);
+          T r = T(a % b);
+          if (r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
+          return r;
+        }
+        case Bin::pow: return int_pow(a, b);
+        case Bin::maximum: return std::max(a, b);
+        case Bin::minimum: return std::min(a, b);
+        default: return a;  // div and atan2 are computed in float
+      }
+    } else {
+      switch (op) {
+        case Bin::add: return a + alpha * b;
+        case Bin::sub: return a - alpha * b;
+        case Bin::mul: return a * b;
+        case Bin::div: return a / b;
+        case Bin::floor_divide: return float_floor_div(a, b);
+        case Bin::trunc_divide: return std::trunc(a / b);
+        case Bin::remainder: {
+          T m = std::fmod(a, b);
+          if (m != 0 && ((b < 0) != (m < 0))) m += b;
+          return m;
+        }
+        case Bin::pow: return std::pow(a, b);
+        case Bin::maximum: return std::isnan(a) ? a : std::isnan(b) ? b : std::max(a, b);
+        case Bin::minimum: return std::isnan(a) ? a : std::isnan(b) ? b : std::min(a, b);
+        case Bin::atan2: return std::atan2(a, b);
+      }
+      return a;
+    }
+  };
+}
+
+std::optional<kernels::SimdBinaryOp> simd_op(Bin op, const Scalar& alpha) {
+  const bool unit = alpha.to_double() == 1.0;
+  switch (op) {
+    case Bin::add: return unit ? std::optional(kernels::SimdBinaryOp::add) : std::nullopt;
+    case Bin::sub: return unit ? std::optional(kernels::SimdBinaryOp::sub) : std::nullopt;
+    case Bin::mul: return kernels::SimdBinaryOp::mul;
+    case Bin::div: return kernels::SimdBinaryOp::div;
+    case Bin::maximum: return kernels::SimdBinaryOp::maximum;
+    case Bin::minimum: return kernels::SimdBinaryOp::minimum;
+    default: return std::nullopt;
+  }
+}
+
+Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor* inplace) {
+  const Dims shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  DType dt = result_type(a, b);
+  if (op == Bin::sub)
+    FLB_CHECK(a.dtype() != kBool && b.dtype() != kBool, TypeError, "[", name,
+              "] subtraction, the `-` operator, with a bool tensor is not supported; use logical_xor() instead");
+  if (op == Bin::floor_divide || op == Bin::trunc_divide || op == Bin::remainder)
+    FLB_CHECK(dt != kBool, TypeError, "[", name, "] not implemented for 'bool'");
+  if (!is_floating(dt) && (op == Bin::div || op == Bin::atan2)) dt = kDefaultFloat;
+  if (dt == kBool && op == Bin::pow) dt = kInt64;
+  if (!is_floating(dt) && (op == Bin::floor_divide || op == Bin::trunc_divide || op == Bin::remainder))
+    FLB_CHECK(!any(eq(b, 0)).item<bool>(), Error, "[", name, "] ZeroDivisionError: integer division by zero");
+  if (!is_floating(dt) && op == Bin::add) FLB_CHECK(!alpha.is_floating(), TypeError, "[", name,
+                                                    "] for integral input tensors, argument alpha must not be a floating point number");
+  if (inplace) ops::check_inplace(name, *inplace, dt, shape);
+  Tensor out = inplace ? *inplace : empty(shape, dt);
+  ops::ElemLoop L = ops::make_elem_loop(out, {a, b});
+  const auto simd = simd_op(op, alpha);
+  if (simd && (dt == kFloat32 || is_reduced_float(dt))) {
+    ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
+      ops::typed_row<float, float, 2>(p, st, L.dtype, n, [&](float* o, const float* const* x, int64_t m) {
+        kernels::binary_f32(*simd, x[0], x[1], o, m);
+      });
+    });
+  } else if (simd && dt == kFloat64) {
+    ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
+      ops::typed_row<double, double, 2>(p, st, L.dtype, n, [&](double* o, const double* const* x, int64_t m) {
+        kernels::binary_f64(*simd, x[0], x[1], o, m);
+      });
+    });
+  } else {
+    ops::visit_compute_type(dt, [&]<class CT>() {
+      ops::map_elementwise<CT, CT, 2>(L, scalar_fn<CT>(op, kernels::scalar_to<CT>(alpha)));
+    });
+  }
+  return out;
+}
+
+enum class Cmp { eq, ne, lt, le, gt, ge };
+
+Tensor compare(const char* name, Cmp op, const Tensor& a, const Tensor& b) {
+  const Dims shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  const DType dt = result_type(a, b);
+  Tensor out = empty(shape, kBool);
+  ops::ElemLoop L = ops::make_elem_loop(out, {a, b});
+  ops::visit_compute_type(dt, [&]<class CT>() {
+    switch (op) {
+      case Cmp::eq: return ops::map_elementwise<CT, bool, 2>(L, [](CT x, CT y) { return x == y; });
+      case Cmp::ne: return ops::map_elementwise<CT, bool, 2>(L, [](CT x, CT y) { return x != y; });
+      case Cmp::lt: return ops::map_elementwise<CT, bool, 2>(L, [](CT x, CT y) { return x < y; });
+      case Cmp::le: return ops::map_elementwise<CT, bool, 2>(L, [](CT x, CT y) { return x <= y; });
+      case Cmp::gt: return ops::map_elementwise<CT, bool, 2>(L, [](CT x, CT y) { return x > y; });
+      case Cmp::ge: return ops::map_elementwise<CT, bool, 2>(L, [](CT x, CT y) { return x >= y; });
+    }
+  });
+  return out;
+}
+
+template <class F>
+Tensor logical(const char* name, const Tensor& a, const Tensor& b, const F& f) {
+  Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), name), kBool);
+  ops::map_elementwise<bool, bool, 2>(ops::make_elem_loop(out, {a, b}), f);
+  return out;
+}
+
+// Output shape and dtype of a ternary op; `out` set to a new tensor.
+Tensor ternary_out(const char* name, const Tensor& a, const Tensor& b, const Tensor& c, DType dt) {
+  return empty(broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes(), name), c.sizes(), name), dt);
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return binary("add", Bin::add, a, b, alpha, nullptr); }
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return binary("sub", Bin::sub, a, b, alpha, nullptr); }
+Tensor& add_(Tensor& a, const Tensor& b, Scalar alpha) { return binary("add_", Bin::add, a, b, alpha, &a), a; }
+Tensor& sub_(Tensor& a, const Tensor& b, Scalar alpha) { return binary("sub_", Bin::sub, a, b, alpha, &a), a; }
+Tensor& mul_(Tensor& a, const Tensor& b) { return binary("mul_", Bin::mul, a, b, 1, &a), a; }
+
+static Bin div_kind(const char* name, const std::string& mode) {
+  FLB_CHECK(mode.empty() || mode == "floor" || mode == "trunc", ValueError, "[", name,
+            "] expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", mode, "'");
+  return mode.empty() ? Bin::div : mode == "floor" ? Bin::floor_divide : Bin::trunc_divide;
+}
+Tensor div(const Tensor& a, const Tensor& b, const std::string& mode) {
+  return binary("div", div_kind("div", mode), a, b, 1, nullptr);
+}
+Tensor& div_(Tensor& a, const Tensor& b, const std::string& mode) {
+  return binary("div_", div_kind("div_", mode), a, b, 1, &a), a;
+}
+
+#define FLB_DEFINE_BINARY(name) \
+  Tensor name(const Tensor& a, const Tensor& b) { return binary(#name, Bin::name, a, b, 1, nullptr); }
+FLB_BINARY_OPS(FLB_DEFINE_BINARY)
+#undef FLB_DEFINE_BINARY
+
+#define FLB_DEFINE_COMPARE(name) \
+  Tensor name(const Tensor& a, const Tensor& b) { return compare(#name, Cmp::name, a, b); }
+FLB_COMPARE_OPS(FLB_DEFINE_COMPARE)
+#undef FLB_DEFINE_COMPARE
+
+Tensor logical_and(const Tensor& a, const Tensor& b) { return logical("logical_and", a, b, [](bool x, bool y) { return x && y; }); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return logical("logical_or", a, b, [](bool x, bool y) { return x || y; }); }
+Tensor logical_xor(const Tensor& a, const Tensor& b) { return logical("logical_xor", a, b, [](bool x, bool y) { return x != y; }); }
+
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  const DType dt = result_type({self, t1, t2});
+  Tensor out = ternary_out("addcmul", self, t1, t2, dt);
+  ops::ElemLoop L = ops::make_elem_loop(out, {self, t1, t2});
+  ops::visit_compute_type(dt, [&]<class CT>() {
+    const CT v = kernels::scalar_to<CT>(value);
+    if constexpr (std::is_same_v<CT, bool>) ops::map_elementwise<CT, CT, 3>(L, [v](bool a, bool b, bool c) { return a || (v && b && c); });
+    else ops::map_elementwise<CT, CT, 3>(L, [v](CT a, CT b, CT c) { return CT(a + v * b * c); });
+  });
+  return out;
+}
+
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  const DType dt = result_type({self, t1, t2});
+  FLB_CHECK(is_floating(dt), TypeError, "[addcdiv] integer division with addcdiv is not supported (inputs ",
+            dtype_name(t1.dtype()), " and ", dtype_name(t2.dtype()), ")");
+  Tensor out = ternary_out("addcdiv", self, t1, t2, dt);
+  ops::ElemLoop L = ops::make_elem_loop(out, {self, t1, t2});
+  ops::visit_compute_type(dt, [&]<class CT>() {
+    const CT v = kernels::scalar_to<CT>(value);
+    ops::map_elementwise<CT, CT, 3>(L, [v](CT a, CT b, CT c) { return a + v * (b / c); });
+  });
+  return out;
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  FLB_CHECK(start.dtype() == end.dtype() && is_floating(start.dtype()), TypeError,
+            "[lerp] expected start and end to be floating tensors of the same dtype, got ",
+            dtype_name(start.dtype()), " and ", dtype_name(end.dtype()));
+  Tensor out = ternary_out("lerp", start, end, weight, start.dtype());
+  ops::ElemLoop L = ops::make_elem_loop(out, {start, end, weight});
+  ops::visit_compute_type(start.dtype(), [&]<class CT>() {
+    if constexpr (std::is_floating_point_v<CT>)
+      ops::map_elementwise<CT, CT, 3>(L, [](CT s, CT e, CT w) {
+        return std::abs(w) < CT(0.5) ? s + w * (e - s) : e - (e - s) * (CT(1) - w);
+      });
+  });
+  return out;
+}
+
+Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
+  FLB_CHECK(min || max, ValueError, "[clamp] at least one of 'min' or 'max' must not be None");
+  Tensor r = min ? maximum(t, *min) : t;
+  // maximum() promoted already; keep t's dtype class when only max is given
+  return max ? minimum(r, *max) : r;
+}
+Tensor& clamp_(Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
+  Tensor r = clamp(t, std::move(min), std::move(max));
+  ops::check_inplace("clamp_", t, r.dtype(), r.sizes());
+  t.copy_(r);
+  return t;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  FLB_CHECK(cond.dtype() == kBool, TypeError, "[where] expected condition to be a boolean tensor, but got a tensor with dtype ",
+            dtype_name(cond.dtype()));
+  const DType dt = result_type(a, b);
+  Tensor out = ternary_out("where", cond, a, b, dt);
+  ops::ElemLoop L = ops::make_elem_loop(out, {cond, a, b});
+  ops::visit_compute_type(dt, [&]<class CT>() {
+    ops::map_elementwise<CT, CT, 3>(L, [](CT c, CT x, CT y) { return c != CT(0) ? x : y; });
+  });
+  return out;
+}
+
+// ---- Tensor methods -----------------------------------------------------------------
+Tensor Tensor::add(const Tensor& o, Scalar alpha) const { return flambeau::add(*this, o, alpha); }
+Tensor Tensor::sub(const Tensor& o, Scalar alpha) const { return flambeau::sub(*this, o, alpha); }
+Tensor Tensor::div(const Tensor& o) const { return flambeau::div(*this, o); }
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) { return flambeau::add_(*this, o, alpha); }
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) { return flambeau::sub_(*this, o, alpha); }
+Tensor& Tensor::mul_(const Tensor& o) { return flambeau::mul_(*this, o); }
+Tensor& Tensor::div_(const Tensor& o) { return flambeau::div_(*this, o); }
+#define FLB_METHOD(name) \
+  Tensor Tensor::name(const Tensor& o) const { return flambeau::name(*this, o); }
+FLB_BINARY_OPS(FLB_METHOD)
+FLB_COMPARE_OPS(FLB_METHOD)
+FLB_LOGICAL_OPS(FLB_METHOD)
+#undef FLB_METHOD
+Tensor Tensor::clamp(std::optional<Tensor> min, std::optional<Tensor> max) const {
+  return flambeau::clamp(*this, std::move(min), std::move(max));
+}
+Tensor& Tensor::clamp_(std::optional<Tensor> min, std::optional<Tensor> max) {
+  return flambeau::clamp_(*this, std::move(min), std::move(max));
+}
+
+}  // namespace flambeau

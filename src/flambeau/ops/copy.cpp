@@ -1,0 +1,90 @@
+// Copies and fills: copy_ (any dtype pair, broadcasting src), to(dtype), contiguous,
+// clone, fill_. A transposed 2-D copy goes tile by tile so both sides stay in cache.
+#include <cstring>
+
+#include "flambeau/ops/elementwise.h"
+#include "flambeau/ops/ops.h"
+#include "flambeau/core/parallel.h"
+
+namespace flambeau {
+namespace {
+
+// Copies a [rows, cols] block where dst walks cols contiguously and src walks rows
+// contiguously (a transpose), in 32 x 32 tiles.
+template <class T>
+void transpose_copy(const char* src, int64_t s_row, int64_t s_col, char* dst, int64_t d_row,
+                    int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  parallel_for(0, row_tiles * col_tiles, 16, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t r0 = (t / col_tiles) * kTile, c0 = (t % col_tiles) * kTile;
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        T* d = reinterpret_cast<T*>(dst + r * d_row);
+        const char* s = src + r * s_row;
+        for (int64_t c = c0; c < c1; ++c) d[c] = *reinterpret_cast<const T*>(s + c * s_col);
+      }
+    }
+  });
+}
+
+bool try_transpose_copy(const ops::ElemLoop& L) {
+  if (L.shape.size() != 2 || L.dtype[0] != L.dtype[1]) return false;
+  const int64_t isz = int64_t(itemsize(L.dtype[0]));
+  if (L.strides[0][0] != isz || L.strides[1][1] != isz || L.strides[1][0] == 0) return false;
+  if (L.numel < 4096) return false;
+  auto run = [&]<class T>() {
+    transpose_copy<T>(L.base[1], L.strides[1][1], L.strides[1][0], L.base[0], L.strides[0][1],
+                      L.shape[1], L.shape[0]);
+  };
+  switch (isz) {
+    case 1: run.operator()<uint8_t>(); break;
+    case 2: run.operator()<uint16_t>(); break;
+    case 4: run.operator()<uint32_t>(); break;
+    default: run.operator()<uint64_t>(); break;
+  }
+  return true;
+}
+
+}  // namespace
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  broadcast_shapes(sizes(), src.sizes(), "copy_");
+  FLB_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), ValueError,
+            "[copy_] source of shape ", shape_str(src.sizes()), " cannot be broadcast to ", shape_str(sizes()));
+  if (numel() == 0) return *this;
+  if (data_ptr() == src.data_ptr() && dtype() == src.dtype() && strides() == src.strides() &&
+      sizes() == src.sizes())
+    return *this;
+  ops::ElemLoop L = ops::make_elem_loop(*this, {src});
+  if (try_transpose_copy(L)) return *this;
+  ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
+    kernels::convert(p[1], L.dtype[1], st[1], p[0], L.dtype[0], st[0], n);
+  });
+  return *this;
+}
+
+Tensor& Tensor::fill_(Scalar value) {
+  Tensor v = scalar_tensor(value, dtype());
+  return copy_(v);
+}
+
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = empty(sizes(), dtype(), device());
+  out.copy_(*this);
+  return out;
+}
+
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  Tensor out = empty(sizes(), dt, device());
+  out.copy_(*this);
+  return out;
+}
+
+}  // namespace flambeau

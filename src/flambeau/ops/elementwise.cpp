@@ -1,0 +1,100 @@
+// The elementwise engine: building an ElemLoop and walking its rows in parallel.
+#include "flambeau/ops/elementwise.h"
+
+#include <numeric>
+
+#include "flambeau/core/parallel.h"
+
+namespace flambeau::ops {
+
+ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs) {
+  ElemLoop L;
+  L.n_ops = 1 + int(inputs.size());
+  const int64_t nd = out.dim();
+  L.numel = out.numel();
+  // Per operand: strides (bytes) in out's dim order, broadcast dims get stride 0.
+  Dims st[kMaxOperands];
+  auto add_operand = [&](int k, const Tensor& t) {
+    L.base[k] = static_cast<char*>(t.data_ptr());
+    L.dtype[k] = t.dtype();
+    st[k] = Dims(size_t(nd), 0);
+    const int64_t off = nd - t.dim(), isz = int64_t(t.element_size());
+    for (int64_t d = 0; d < t.dim(); ++d)
+      if (t.size(d) != 1) st[k][off + d] = t.stride(d) * isz;
+  };
+  add_operand(0, out);
+  int k = 1;
+  for (const Tensor& t : inputs) add_operand(k++, t);
+
+  // Order dims innermost-first by the output's strides (stable: ties keep the layout).
+  std::vector<int64_t> order;
+  for (int64_t d = nd - 1; d >= 0; --d)
+    if (out.size(d) != 1) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    for (int op = 0; op < L.n_ops; ++op)
+      if (st[op][a] != st[op][b]) return std::abs(st[op][a]) < std::abs(st[op][b]);
+    return false;
+  });
+  // Merge neighbours that every operand walks as one.
+  for (int64_t d : order) {
+    const int64_t size = out.size(d);
+    bool merge = !L.shape.empty();
+    for (int op = 0; op < L.n_ops && merge; ++op)
+      merge = st[op][d] == L.strides[op].back() * L.shape.back();
+    if (merge) {
+      L.shape.back() *= size;
+    } else {
+      L.shape.push_back(size);
+      for (int op = 0; op < L.n_ops; ++op) L.strides[op].push_back(st[op][d]);
+    }
+  }
+  if (L.shape.empty()) {  // 0-dim or all sizes 1: one row of one element
+    L.shape.push_back(1);
+    for (int op = 0; op < L.n_ops; ++op) L.strides[op].push_back(0);
+  }
+  return L;
+}
+
+void for_each_row(const ElemLoop& L, const RowFn& row, int64_t grain) {
+  if (L.numel == 0) return;
+  const int64_t nd = int64_t(L.shape.size()), inner = L.shape[0];
+  parallel_for(0, L.numel, grain, [&](int64_t begin, int64_t end) {
+    Dims idx(size_t(nd), 0);
+    int64_t rem = begin;
+    for (int64_t d = 0; d < nd; ++d) {
+      idx[d] = rem % L.shape[d];
+      rem /= L.shape[d];
+    }
+    char* ptrs[kMaxOperands];
+    int64_t inner_st[kMaxOperands];
+    for (int op = 0; op < L.n_ops; ++op) inner_st[op] = L.strides[op][0];
+    int64_t pos = begin;
+    while (pos < end) {
+      const int64_t n = std::min(inner - idx[0], end - pos);
+      for (int op = 0; op < L.n_ops; ++op) {
+        char* p = L.base[op];
+        for (int64_t d = 0; d < nd; ++d) p += idx[d] * L.strides[op][d];
+        ptrs[op] = p;
+      }
+      row(ptrs, inner_st, n);
+      pos += n;
+      idx[0] += n;
+      for (int64_t d = 0; d + 1 < nd && idx[d] == L.shape[d]; ++d) {
+        idx[d] = 0;
+        ++idx[d + 1];
+      }
+    }
+  });
+}
+
+void check_inplace(const char* op, const Tensor& out, DType result, const Dims& shape) {
+  FLB_CHECK(out.sizes() == shape, ValueError, "[", op, "] output with shape ", shape_str(out.sizes()),
+            " doesn't match the broadcast shape ", shape_str(shape));
+  // torch.can_cast: no float -> integer and no number -> bool.
+  FLB_CHECK(!(is_floating(result) && !is_floating(out.dtype())) &&
+                !(result != DType::Bool && out.dtype() == DType::Bool),
+            TypeError, "[", op, "] result type ", dtype_name(result),
+            " can't be cast to the desired output type ", dtype_name(out.dtype()));
+}
+
+}  // namespace flambeau::ops

@@ -1,0 +1,112 @@
+// Tensor factories: empty, zeros, ones, full, arange, linspace, eye, the *_like forms,
+// scalar_tensor and from_vector.
+#include <cmath>
+
+#include "flambeau/kernels/cpu/cast.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau {
+namespace {
+DType scalar_default_dtype(const Scalar& s) {
+  return s.is_floating() ? kDefaultFloat : s.dtype();
+}
+}  // namespace
+
+Tensor empty(const Dims& shape, DType dtype, Device device) {
+  check_device_available(device, "empty");
+  for (int64_t s : shape)
+    FLB_CHECK(s >= 0, ValueError, "[empty] trying to create tensor with negative dimension ", s, ": ",
+              shape_str(shape));
+  return make_tensor(Storage::allocate(numel_of(shape) * itemsize(dtype), device), dtype, shape);
+}
+
+Tensor zeros(const Dims& shape, DType dtype, Device device) { return empty(shape, dtype, device).fill_(0); }
+Tensor ones(const Dims& shape, DType dtype, Device device) { return empty(shape, dtype, device).fill_(1); }
+
+Tensor full(const Dims& shape, Scalar value, std::optional<DType> dtype, Device device) {
+  return empty(shape, dtype.value_or(scalar_default_dtype(value)), device).fill_(value);
+}
+
+Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) {
+  Tensor t = make_tensor(Storage::allocate(itemsize(dtype.value_or(scalar_default_dtype(value))), kCPU),
+                         dtype.value_or(scalar_default_dtype(value)), {});
+  visit_dtype(t.dtype(), [&]<class T>() { *static_cast<T*>(t.data_ptr()) = kernels::scalar_to<T>(value); });
+  return t;
+}
+
+
+Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
+
+Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+  const bool any_float = start.is_floating() || end.is_floating() || step.is_floating();
+  const DType dt = dtype.value_or(any_float ? kDefaultFloat : kInt64);
+  const double s = start.to_double(), e = end.to_double(), st = step.to_double();
+  FLB_CHECK(st != 0, ValueError, "[arange] step must be nonzero");
+  FLB_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "[arange] unsupported range: ", s, " -> ", e);
+  FLB_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
+            "[arange] upper bound and larger bound inconsistent with step sign");
+  int64_t n;
+  if (!any_float) {
+    const int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();
+    n = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+  } else {
+    n = int64_t(std::ceil((e - s) / st));
+  }
+  Tensor t = empty({n}, dt);
+  visit_dtype(dt, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      if (is_floating(dt) || any_float) p[i] = kernels::cast_value<T>(s + double(i) * st);
+      else p[i] = kernels::cast_value<T>(start.to_int() + i * step.to_int());
+    }
+  });
+  return t;
+}
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+  FLB_CHECK(steps >= 0, ValueError, "[linspace] number of steps must be non-negative, got ", steps);
+  Tensor t = empty({steps}, dtype);
+  const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
+  visit_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    // Both ends exact: the first half counts up from start, the second down from end.
+    for (int64_t i = 0; i < steps; ++i)
+      p[i] = kernels::cast_value<T>(i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i));
+  });
+  return t;
+}
+
+Tensor eye(int64_t n, int64_t m, DType dtype) {
+  if (m < 0) m = n;
+  FLB_CHECK(n >= 0, ValueError, "[eye] n must be greater or equal to 0, got ", n);
+  Tensor t = zeros({n, m}, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = kernels::cast_value<T>(true);
+  });
+  return t;
+}
+
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
+  return empty(t.sizes(), dtype.value_or(t.dtype()), t.device());
+}
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) { return empty_like(t, dtype).fill_(0); }
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype) { return empty_like(t, dtype).fill_(1); }
+Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype) {
+  return empty_like(t, dtype).fill_(value);
+}
+
+template <class T>
+Tensor from_vector(const std::vector<T>& values, std::optional<Dims> shape) {
+  Dims s = shape.value_or(Dims{int64_t(values.size())});
+  FLB_CHECK(numel_of(s) == int64_t(values.size()), ValueError, "[from_vector] shape ", shape_str(s),
+            " does not hold ", values.size(), " values");
+  Tensor t = empty(s, dtype_v<T>);
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+#define FLB_INSTANTIATE(e, T, s) template Tensor from_vector<T>(const std::vector<T>&, std::optional<Dims>);
+FLB_FORALL_DTYPES(FLB_INSTANTIATE)
+#undef FLB_INSTANTIATE
+
+}  // namespace flambeau

@@ -1,0 +1,138 @@
+// Unary elementwise ops (the FLB_UNARY_OPS table, gelu, softplus, isnan/isinf/isfinite,
+// logical_not). Floating inputs run the SIMD kernels; integer inputs either keep their
+// type (neg, abs, sign, relu, rounding) or are computed in float32.
+#include <cmath>
+
+#include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/ops/elementwise.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau {
+namespace {
+
+using kernels::UnaryOp;
+enum class UnaryKind { ToFloat, KeepInt, FloatOnly };
+
+// Integer (and bool) versions of the KeepInt ops.
+template <class T>
+T int_unary(UnaryOp op, T x) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return x;  // only sign reaches here for bool
+  } else {
+    switch (op) {
+      case UnaryOp::neg: return T(0 - std::make_unsigned_t<T>(x));  // wraps like PyTorch, no UB
+      case UnaryOp::abs: return x < 0 ? T(0 - std::make_unsigned_t<T>(x)) : x;
+      case UnaryOp::sign: return T((T(0) < x) - (x < T(0)));
+      case UnaryOp::relu: return x < 0 ? T(0) : x;
+      default: return x;  // floor, ceil, round, trunc
+    }
+  }
+}
+
+// Runs a floating unary kernel (float or double compute) from `in` into `out`.
+void run_float_unary(UnaryOp op, const Tensor& in, const Tensor& out) {
+  ops::ElemLoop L = ops::make_elem_loop(out, {in});
+  if (out.dtype() == kFloat64) {
+    ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
+      ops::typed_row<double, double, 1>(p, st, L.dtype, n, [&](double* o, const double* const* x, int64_t m) {
+        kernels::unary_f64(op, x[0], o, m);
+      });
+    });
+  } else {
+    ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
+      ops::typed_row<float, float, 1>(p, st, L.dtype, n, [&](float* o, const float* const* x, int64_t m) {
+        kernels::unary_f32(op, x[0], o, m);
+      });
+    });
+  }
+}
+
+Tensor unary(const char* name, UnaryOp op, UnaryKind kind, const Tensor& t, Tensor* inplace) {
+  const DType in_dt = t.dtype();
+  DType out_dt = in_dt;
+  if (!is_floating(in_dt)) {
+    FLB_CHECK(kind != UnaryKind::FloatOnly, TypeError, "[", name, "] not implemented for '", dtype_name(in_dt),
+              "': expected a floating point tensor");
+    if (kind == UnaryKind::ToFloat) out_dt = kDefaultFloat;
+    FLB_CHECK(!(in_dt == kBool && kind == UnaryKind::KeepInt && op != UnaryOp::sign), TypeError, "[", name,
+              "] not supported on bool tensors",
+              op == UnaryOp::neg ? "; use logical_not() to invert a mask" : "");
+  }
+  if (inplace) ops::check_inplace(name, *inplace, out_dt, t.sizes());
+  Tensor out = inplace ? *inplace : empty(t.sizes(), out_dt);
+  if (is_floating(out_dt)) {
+    run_float_unary(op, t, out);
+  } else {
+    ops::ElemLoop L = ops::make_elem_loop(out, {t});
+    visit_dtype(out_dt, [&]<class T>() {
+      if constexpr (std::is_integral_v<T>)
+        ops::map_elementwise<T, T, 1>(L, [op](T x) { return int_unary(op, x); });
+    });
+  }
+  return out;
+}
+
+template <class F>
+Tensor predicate(const Tensor& t, const F& f) {
+  Tensor out = empty(t.sizes(), kBool);
+  ops::ElemLoop L = ops::make_elem_loop(out, {t});
+  ops::visit_compute_type(t.dtype(), [&]<class CT>() { ops::map_elementwise<CT, bool, 1>(L, f); });
+  return out;
+}
+
+}  // namespace
+
+#define FLB_DEFINE_UNARY(name, kind)                                                   \
+  Tensor name(const Tensor& t) { return unary(#name, UnaryOp::name, UnaryKind::kind, t, nullptr); } \
+  Tensor& name##_(Tensor& t) {                                                        \
+    unary(#name "_", UnaryOp::name, UnaryKind::kind, t, &t);                          \
+    return t;                                                                         \
+  }                                                                                   \
+  Tensor Tensor::name() const { return flambeau::name(*this); }                       \
+  Tensor& Tensor::name##_() { return flambeau::name##_(*this); }
+FLB_UNARY_OPS(FLB_DEFINE_UNARY)
+#undef FLB_DEFINE_UNARY
+
+Tensor gelu(const Tensor& t, const std::string& approximate) {
+  FLB_CHECK(approximate == "none" || approximate == "tanh", ValueError,
+            "[gelu] approximate argument must be either none or tanh, got '", approximate, "'");
+  return unary("gelu", approximate == "tanh" ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, UnaryKind::FloatOnly, t,
+               nullptr);
+}
+
+Tensor softplus(const Tensor& t, double beta, double threshold) {
+  FLB_CHECK(is_floating(t.dtype()), TypeError, "[softplus] not implemented for '", dtype_name(t.dtype()),
+            "': expected a floating point tensor");
+  Tensor out = empty(t.sizes(), t.dtype());
+  ops::ElemLoop L = ops::make_elem_loop(out, {t});
+  ops::visit_compute_type(t.dtype(), [&]<class CT>() {
+    const CT b = CT(beta), th = CT(threshold);
+    ops::map_elementwise<CT, CT, 1>(L, [=](CT x) { return x * b > th ? x : std::log1p(std::exp(x * b)) / b; });
+  });
+  return out;
+}
+
+Tensor isnan(const Tensor& t) {
+  return predicate(t, [](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) return std::isnan(x);
+    else return false;
+  });
+}
+Tensor isinf(const Tensor& t) {
+  return predicate(t, [](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) return std::isinf(x);
+    else return false;
+  });
+}
+Tensor isfinite(const Tensor& t) {
+  return predicate(t, [](auto x) {
+    if constexpr (std::is_floating_point_v<decltype(x)>) return std::isfinite(x);
+    else return true;
+  });
+}
+Tensor logical_not(const Tensor& t) {
+  return predicate(t, [](auto x) { return !kernels::cast_value<bool>(x); });
+}
+Tensor Tensor::logical_not() const { return flambeau::logical_not(*this); }
+
+}  // namespace flambeau
