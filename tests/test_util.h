@@ -40,7 +40,7 @@ inline void set_values(Tensor& t, const std::vector<double>& vals) {
 inline std::vector<double> random_values(int64_t n, uint64_t seed, double lo, double hi, bool integral) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> u(lo, hi);
-  std::vector<double> v(size_t(n));
+  std::vector<double> v(static_cast<size_t>(n));
   for (double& x : v) x = integral ? std::floor(u(gen)) : u(gen);
   return v;
 }

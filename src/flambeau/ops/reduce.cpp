@@ -85,19 +85,22 @@ constexpr int64_t kPiece = 1 << 16;  // row piece: fixed, never derived from the
 template <class CT>
 struct SumRed {
   using Acc = std::conditional_t<std::is_floating_point_v<CT>, double, CT>;
-  static CT identity() { return CT(0); }
+  static Acc identity() { return Acc(0); }
   static Acc step(Acc a, CT x) {
     if constexpr (std::is_integral_v<CT> && !std::is_same_v<CT, bool>) return CT(std::make_unsigned_t<CT>(a) + std::make_unsigned_t<CT>(x));
     else return a + x;
   }
-  static CT merge(CT a, CT b) { return CT(step(a, b)); }
-  static CT row(const CT* x, int64_t n) {
+  static Acc merge(Acc a, Acc b) {
+    if constexpr (std::is_floating_point_v<CT>) return a + b;
+    else return step(a, b);
+  }
+  static Acc row(const CT* x, int64_t n) {
     if constexpr (std::is_same_v<CT, float>) return kernels::sum_f32(x, n);
     else if constexpr (std::is_same_v<CT, double>) return kernels::sum_f64(x, n);
     else {
       Acc a = identity();
       for (int64_t i = 0; i < n; ++i) a = step(a, x[i]);
-      return CT(a);
+      return a;
     }
   }
 };
@@ -105,16 +108,19 @@ struct SumRed {
 template <class CT>
 struct ProdRed {
   using Acc = std::conditional_t<std::is_floating_point_v<CT>, double, CT>;
-  static CT identity() { return CT(1); }
+  static Acc identity() { return Acc(1); }
   static Acc step(Acc a, CT x) {
     if constexpr (std::is_integral_v<CT> && !std::is_same_v<CT, bool>) return CT(std::make_unsigned_t<CT>(a) * std::make_unsigned_t<CT>(x));
     else return a * x;
   }
-  static CT merge(CT a, CT b) { return CT(step(a, b)); }
-  static CT row(const CT* x, int64_t n) {
+  static Acc merge(Acc a, Acc b) {
+    if constexpr (std::is_floating_point_v<CT>) return a * b;
+    else return step(a, b);
+  }
+  static Acc row(const CT* x, int64_t n) {
     Acc a = identity();
     for (int64_t i = 0; i < n; ++i) a = step(a, x[i]);
-    return CT(a);
+    return a;
   }
 };
 
@@ -151,11 +157,11 @@ void run_reduce(const ReducePlan& p, CT* out) {
     const int64_t pieces = std::max<int64_t>(1, (R + kPiece - 1) / kPiece);
     if (pieces == 1) {
       parallel_for(0, p.outer, std::max<int64_t>(1, ops::kElemGrain / std::max<int64_t>(R, 1)), [&](int64_t b, int64_t e) {
-        for (int64_t o = b; o < e; ++o) out[o] = R ? Red::row(x + o * R, R) : Red::identity();
+        for (int64_t o = b; o < e; ++o) out[o] = CT(R ? Red::row(x + o * R, R) : Red::identity());
       });
       return;
     }
-    std::vector<CT> partial(size_t(p.outer * pieces));
+    std::vector<typename Red::Acc> partial(size_t(p.outer * pieces));
     parallel_for(0, p.outer * pieces, 1, [&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
         const int64_t o = t / pieces, q = t % pieces, start = q * kPiece;
@@ -163,9 +169,9 @@ void run_reduce(const ReducePlan& p, CT* out) {
       }
     });
     for (int64_t o = 0; o < p.outer; ++o) {
-      CT acc = partial[o * pieces];
+      typename Red::Acc acc = partial[o * pieces];
       for (int64_t q = 1; q < pieces; ++q) acc = Red::merge(acc, partial[o * pieces + q]);
-      out[o] = acc;
+      out[o] = CT(acc);
     }
     return;
   }

@@ -30,7 +30,8 @@ void f32_to_f16(const float* x, Half* y, int64_t n);
 void f16_to_f32(const Half* x, float* y, int64_t n);
 
 // Reductions of a contiguous array, in a fixed order (the same result on every call).
-float sum_f32(const float* x, int64_t n);
+// Sums accumulate in double beyond blocks of 1024 elements.
+double sum_f32(const float* x, int64_t n);
 double sum_f64(const double* x, int64_t n);
 // NaN if any element is NaN; -inf (max) / +inf (min) for n == 0.
 float max_f32(const float* x, int64_t n);

@@ -11,27 +11,38 @@
 HWY_BEFORE_NAMESPACE();
 namespace flambeau::kernels::HWY_NAMESPACE {
 
-// Four independent accumulators over whole vectors, the tail zero-padded, then
-// ((a0 + a1) + (a2 + a3)) and a lane sum.
+// Two levels, for accuracy with a fixed order: blocks of kBlock elements are summed with
+// four vector accumulators (the tail zero-padded), and each block's lanes are added to
+// per-lane double accumulators, which are summed in lane order at the end.
 template <class T>
-T sum_impl(const T* x, int64_t n) {
+double sum_impl(const T* x, int64_t n) {
+  constexpr int64_t kBlock = 1024;
   const hn::ScalableTag<T> d;
   const int64_t N = int64_t(hn::Lanes(d));
-  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::Add(a0, hn::LoadU(d, x + i));
-    a1 = hn::Add(a1, hn::LoadU(d, x + i + N));
-    a2 = hn::Add(a2, hn::LoadU(d, x + i + 2 * N));
-    a3 = hn::Add(a3, hn::LoadU(d, x + i + 3 * N));
+  HWY_ALIGN T lanes[HWY_MAX_BYTES / sizeof(T)];
+  double total[HWY_MAX_BYTES / sizeof(T)] = {};
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = b;
+    for (; i + 4 * N <= e; i += 4 * N) {
+      a0 = hn::Add(a0, hn::LoadU(d, x + i));
+      a1 = hn::Add(a1, hn::LoadU(d, x + i + N));
+      a2 = hn::Add(a2, hn::LoadU(d, x + i + 2 * N));
+      a3 = hn::Add(a3, hn::LoadU(d, x + i + 3 * N));
+    }
+    for (; i + N <= e; i += N) a0 = hn::Add(a0, hn::LoadU(d, x + i));
+    if (i < e) {
+      HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)] = {};
+      std::memcpy(buf, x + i, (e - i) * sizeof(T));
+      a1 = hn::Add(a1, hn::Load(d, buf));
+    }
+    hn::Store(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), d, lanes);
+    for (int64_t k = 0; k < N; ++k) total[k] += double(lanes[k]);
   }
-  for (; i + N <= n; i += N) a0 = hn::Add(a0, hn::LoadU(d, x + i));
-  if (i < n) {
-    HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)] = {};
-    std::memcpy(buf, x + i, (n - i) * sizeof(T));
-    a1 = hn::Add(a1, hn::Load(d, buf));
-  }
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  double s = 0;
+  for (int64_t k = 0; k < N; ++k) s += total[k];
+  return s;
 }
 
 template <class T, bool kMax>
@@ -72,17 +83,17 @@ void softmax_impl(const T* x, T* y, int64_t n, bool log) {
   if (log) {
     // y = x - max - log(sum(exp(x - max))); y holds exp(x - max) while summing.
     map_unary(x, y, n, [&](auto dd, auto v) { return ExpIeee(dd, hn::Sub(v, vmax)); });
-    const T lse = mx + std::log(sum_impl(y, n));
+    const T lse = mx + T(std::log(sum_impl(y, n)));
     const auto vl = hn::Set(d, lse);
     map_unary(x, y, n, [&](auto, auto v) { return hn::Sub(v, vl); });
   } else {
     map_unary(x, y, n, [&](auto dd, auto v) { return ExpIeee(dd, hn::Sub(v, vmax)); });
-    const auto inv = hn::Set(d, T(1) / sum_impl(y, n));
+    const auto inv = hn::Set(d, T(1.0 / sum_impl(y, n)));
     map_unary(y, y, n, [&](auto, auto v) { return hn::Mul(v, inv); });
   }
 }
 
-float sum_f32_impl(const float* x, int64_t n) { return sum_impl(x, n); }
+double sum_f32_impl(const float* x, int64_t n) { return sum_impl(x, n); }
 double sum_f64_impl(const double* x, int64_t n) { return sum_impl(x, n); }
 float max_f32_impl(const float* x, int64_t n) { return extreme_impl<float, true>(x, n); }
 double max_f64_impl(const double* x, int64_t n) { return extreme_impl<double, true>(x, n); }
@@ -104,7 +115,7 @@ HWY_EXPORT(min_f32_impl);
 HWY_EXPORT(min_f64_impl);
 HWY_EXPORT(softmax_f32_impl);
 HWY_EXPORT(softmax_f64_impl);
-float sum_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f32_impl)(x, n); }
+double sum_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f32_impl)(x, n); }
 double sum_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f64_impl)(x, n); }
 float max_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f32_impl)(x, n); }
 double max_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f64_impl)(x, n); }
