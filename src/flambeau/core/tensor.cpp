@@ -40,7 +40,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   s->data = memory::allocate(nbytes);
   s->nbytes = nbytes;
   s->device = device;
-  s->deleter = [](void* p, size_t n) { memory::release(p, n); };
+  s->deleter = [](void* p, size_t n, void*) { memory::release(p, n); };
   return s;
 }
 

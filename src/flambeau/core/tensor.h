@@ -18,14 +18,19 @@
 
 namespace flambeau {
 
-// A block of memory that tensors view. `deleter` frees it (nullptr: not owned).
+// A block of memory that tensors view. `deleter(data, nbytes, ctx)` frees it (nullptr: not
+// owned); ctx carries whatever the owner needs (a mapping handle, say).
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
-  std::function<void(void*, size_t)> deleter;
+  void (*deleter)(void* data, size_t nbytes, void* ctx) = nullptr;
+  void* ctx = nullptr;
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
   ~Storage() {
-    if (deleter) deleter(data, nbytes);
+    if (deleter) deleter(data, nbytes, ctx);
   }
   // Allocates `nbytes` from the device's allocator.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);

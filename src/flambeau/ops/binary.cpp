@@ -20,9 +20,8 @@ std::optional<DType> combine_categories(std::optional<DType> higher, std::option
   if (*higher == kBool || is_floating(*lower)) return promote_types(*higher, *lower);
   return higher;
 }
-}  // namespace
-
-DType result_type(const std::vector<Tensor>& tensors) {
+template <class Range>
+DType result_type_of(const Range& tensors) {
   std::optional<DType> dim, zero, wrapped;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
@@ -32,7 +31,13 @@ DType result_type(const std::vector<Tensor>& tensors) {
   }
   return combine_categories(dim, combine_categories(zero, wrapped)).value_or(kDefaultFloat);
 }
-DType result_type(const Tensor& a, const Tensor& b) { return result_type(std::vector<Tensor>{a, b}); }
+}  // namespace
+
+DType result_type(const std::vector<Tensor>& tensors) { return result_type_of(tensors); }
+DType result_type(const Tensor& a, const Tensor& b) {
+  const std::reference_wrapper<const Tensor> ts[] = {a, b};
+  return result_type_of(ts);
+}
 
 namespace {
 

@@ -10,20 +10,24 @@ namespace flambeau {
 namespace {
 
 // Copies a [rows, cols] block where dst walks cols contiguously and src walks rows
-// contiguously (a transpose), in 32 x 32 tiles.
+// contiguously (a transpose). Strips of 16 src rows are walked along their contiguous
+// direction in 16 x 16 tiles: few cache lines live at once, which matters because
+// power-of-two strides map every line of a column to the same cache set.
 template <class T>
 void transpose_copy(const char* src, int64_t s_row, int64_t s_col, char* dst, int64_t d_row,
                     int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 32;
-  const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
-  parallel_for(0, row_tiles * col_tiles, 16, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t r0 = (t / col_tiles) * kTile, c0 = (t % col_tiles) * kTile;
-      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-      for (int64_t r = r0; r < r1; ++r) {
-        T* d = reinterpret_cast<T*>(dst + r * d_row);
-        const char* s = src + r * s_row;
-        for (int64_t c = c0; c < c1; ++c) d[c] = *reinterpret_cast<const T*>(s + c * s_col);
+  constexpr int64_t kTile = 16;
+  const int64_t strips = (cols + kTile - 1) / kTile;
+  parallel_for(0, strips, 1, [&](int64_t b, int64_t e) {
+    for (int64_t strip = b; strip < e; ++strip) {
+      const int64_t c0 = strip * kTile, c1 = std::min(cols, c0 + kTile);
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        const int64_t r1 = std::min(rows, r0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          T* d = reinterpret_cast<T*>(dst + r * d_row);
+          const char* s = src + r * s_row;
+          for (int64_t c = c0; c < c1; ++c) d[c] = *reinterpret_cast<const T*>(s + c * s_col);
+        }
       }
     }
   });

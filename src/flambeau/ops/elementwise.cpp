@@ -18,26 +18,31 @@ ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs)
     L.base[k] = static_cast<char*>(t.data_ptr());
     L.dtype[k] = t.dtype();
     st[k] = Dims(size_t(nd), 0);
-    const int64_t off = nd - t.dim(), isz = int64_t(t.element_size());
+    const Dims &sz = t.sizes(), &ts = t.strides();
+    const int64_t off = nd - t.dim(), isz = int64_t(itemsize(t.dtype()));
     for (int64_t d = 0; d < t.dim(); ++d)
-      if (t.size(d) != 1) st[k][off + d] = t.stride(d) * isz;
+      if (sz[d] != 1) st[k][off + d] = ts[d] * isz;
   };
   add_operand(0, out);
   int k = 1;
   for (const Tensor& t : inputs) add_operand(k++, t);
 
-  // Order dims innermost-first by the output's strides (stable: ties keep the layout).
-  std::vector<int64_t> order;
+  // Order dims innermost-first by the output's strides (insertion sort, stable: ties keep
+  // the layout; already in order for contiguous outputs).
+  const Dims& out_sizes = out.sizes();
+  Dims order;
   for (int64_t d = nd - 1; d >= 0; --d)
-    if (out.size(d) != 1) order.push_back(d);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    if (out_sizes[d] != 1) order.push_back(d);
+  auto inner_than = [&](int64_t a, int64_t b) {
     for (int op = 0; op < L.n_ops; ++op)
       if (st[op][a] != st[op][b]) return std::abs(st[op][a]) < std::abs(st[op][b]);
     return false;
-  });
+  };
+  for (size_t i = 1; i < order.size(); ++i)
+    for (size_t j = i; j > 0 && inner_than(order[j], order[j - 1]); --j) std::swap(order[j], order[j - 1]);
   // Merge neighbours that every operand walks as one.
   for (int64_t d : order) {
-    const int64_t size = out.size(d);
+    const int64_t size = out_sizes[d];
     bool merge = !L.shape.empty();
     for (int op = 0; op < L.n_ops && merge; ++op)
       merge = st[op][d] == L.strides[op].back() * L.shape.back();
@@ -53,38 +58,6 @@ ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs)
     for (int op = 0; op < L.n_ops; ++op) L.strides[op].push_back(0);
   }
   return L;
-}
-
-void for_each_row(const ElemLoop& L, const RowFn& row, int64_t grain) {
-  if (L.numel == 0) return;
-  const int64_t nd = int64_t(L.shape.size()), inner = L.shape[0];
-  parallel_for(0, L.numel, grain, [&](int64_t begin, int64_t end) {
-    Dims idx(size_t(nd), 0);
-    int64_t rem = begin;
-    for (int64_t d = 0; d < nd; ++d) {
-      idx[d] = rem % L.shape[d];
-      rem /= L.shape[d];
-    }
-    char* ptrs[kMaxOperands];
-    int64_t inner_st[kMaxOperands];
-    for (int op = 0; op < L.n_ops; ++op) inner_st[op] = L.strides[op][0];
-    int64_t pos = begin;
-    while (pos < end) {
-      const int64_t n = std::min(inner - idx[0], end - pos);
-      for (int op = 0; op < L.n_ops; ++op) {
-        char* p = L.base[op];
-        for (int64_t d = 0; d < nd; ++d) p += idx[d] * L.strides[op][d];
-        ptrs[op] = p;
-      }
-      row(ptrs, inner_st, n);
-      pos += n;
-      idx[0] += n;
-      for (int64_t d = 0; d + 1 < nd && idx[d] == L.shape[d]; ++d) {
-        idx[d] = 0;
-        ++idx[d + 1];
-      }
-    }
-  });
 }
 
 void check_inplace(const char* op, const Tensor& out, DType result, const Dims& shape) {

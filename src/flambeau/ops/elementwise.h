@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 
+#include "flambeau/core/parallel.h"
 #include "flambeau/core/tensor.h"
 #include "flambeau/kernels/cpu/cast.h"
 
@@ -28,9 +29,45 @@ struct ElemLoop {
 // `inputs` must broadcast to out's shape.
 ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs);
 
-using RowFn = std::function<void(char* const* ptrs, const int64_t* strides, int64_t n)>;
 // Calls row(ptrs, inner_strides, n) on every innermost run; rows are split among threads.
-void for_each_row(const ElemLoop& loop, const RowFn& row, int64_t grain = kElemGrain);
+template <class Row>
+void for_each_row(const ElemLoop& L, const Row& row, int64_t grain = kElemGrain) {
+  if (L.numel == 0) return;
+  const int64_t nd = int64_t(L.shape.size()), inner = L.shape[0];
+  parallel_for(0, L.numel, grain, [&](int64_t begin, int64_t end) {
+    int64_t idx[16] = {};  // position in L.shape; dims beyond 16 cannot coalesce away
+    std::vector<int64_t> big;
+    int64_t* pos_idx = idx;
+    if (nd > 16) {
+      big.assign(size_t(nd), 0);
+      pos_idx = big.data();
+    }
+    int64_t rem = begin;
+    for (int64_t d = 0; d < nd; ++d) {
+      pos_idx[d] = rem % L.shape[d];
+      rem /= L.shape[d];
+    }
+    char* ptrs[kMaxOperands];
+    int64_t inner_st[kMaxOperands];
+    for (int op = 0; op < L.n_ops; ++op) inner_st[op] = L.strides[op][0];
+    int64_t pos = begin;
+    while (pos < end) {
+      const int64_t n = std::min(inner - pos_idx[0], end - pos);
+      for (int op = 0; op < L.n_ops; ++op) {
+        char* p = L.base[op];
+        for (int64_t d = 0; d < nd; ++d) p += pos_idx[d] * L.strides[op][d];
+        ptrs[op] = p;
+      }
+      row(static_cast<char* const*>(ptrs), static_cast<const int64_t*>(inner_st), n);
+      pos += n;
+      pos_idx[0] += n;
+      for (int64_t d = 0; d + 1 < nd && pos_idx[d] == L.shape[d]; ++d) {
+        pos_idx[d] = 0;
+        ++pos_idx[d + 1];
+      }
+    }
+  });
+}
 
 // One row of an op whose kernel is chunk(OutT* out, const CT* const* in, int64_t m).
 template <class CT, class OutT, int NIn, class Chunk>

@@ -44,7 +44,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
   FLB_CHECK(st != 0, ValueError, "[arange] step must be nonzero");
   FLB_CHECK(std::isfinite(s) && std::isfinite(e), ValueError, "[arange] unsupported range: ", s, " -> ", e);
   FLB_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
-            "[arange] upper bound and larger bound inconsistent with step sign");
+            "[arange] upper bound and lower bound inconsistent with step sign");
   int64_t n;
   if (!any_float) {
     const int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();

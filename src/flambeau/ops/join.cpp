@@ -7,10 +7,14 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   FLB_CHECK(!tensors.empty(), ValueError, "[cat] expected a non-empty list of tensors");
   // As in PyTorch, 1-D empty tensors are skipped whatever the other shapes are.
   std::vector<const Tensor*> parts;
+  std::vector<size_t> index;  // position of each part in `tensors`, for error messages
   DType dt = tensors[0].dtype();
-  for (const Tensor& t : tensors) {
-    dt = promote_types(dt, t.dtype());
-    if (!(t.dim() == 1 && t.numel() == 0)) parts.push_back(&t);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    dt = promote_types(dt, tensors[i].dtype());
+    if (!(tensors[i].dim() == 1 && tensors[i].numel() == 0)) {
+      parts.push_back(&tensors[i]);
+      index.push_back(i);
+    }
   }
   if (parts.empty()) return empty({0}, dt);
   const Tensor& ref = *parts[0];
@@ -24,7 +28,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
               ref.dim(), " and ", t.dim());
     for (int64_t d = 0; d < t.dim(); ++d)
       FLB_CHECK(d == dim || t.size(d) == ref.size(d), ValueError, "[cat] sizes of tensors must match except in dimension ",
-                dim, ": expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", i,
+                dim, ": expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", index[i],
                 " (shapes ", shape_str(ref.sizes()), " and ", shape_str(t.sizes()), ")");
     shape[dim] += t.size(dim);
   }
@@ -84,7 +88,9 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   FLB_CHECK(chunks > 0, ValueError, "[chunk] chunk expects `chunks` to be greater than 0, got: ", chunks);
   FLB_CHECK(t.dim() > 0, ValueError, "[chunk] expected at least a 1-dimensional tensor");
   const int64_t n = t.size(wrap_dim(dim, t.dim(), "chunk"));
-  return split(t, std::max<int64_t>((n + chunks - 1) / chunks, n == 0 ? 0 : 1), dim);
+  // A 0-size dim gives `chunks` empty pieces, as in PyTorch.
+  if (n == 0) return split(t, std::vector<int64_t>(size_t(chunks), 0), dim);
+  return split(t, (n + chunks - 1) / chunks, dim);
 }
 
 }  // namespace flambeau

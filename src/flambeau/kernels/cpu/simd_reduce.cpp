@@ -11,12 +11,12 @@
 HWY_BEFORE_NAMESPACE();
 namespace flambeau::kernels::HWY_NAMESPACE {
 
-// Two levels, for accuracy with a fixed order: blocks of kBlock elements are summed with
+// Two levels, for accuracy with a fixed order: blocks of kBlock (256) elements are summed with
 // four vector accumulators (the tail zero-padded), and each block's lanes are added to
 // per-lane double accumulators, which are summed in lane order at the end.
 template <class T>
 double sum_impl(const T* x, int64_t n) {
-  constexpr int64_t kBlock = 1024;
+  constexpr int64_t kBlock = 256;
   const hn::ScalableTag<T> d;
   const int64_t N = int64_t(hn::Lanes(d));
   HWY_ALIGN T lanes[HWY_MAX_BYTES / sizeof(T)];
