@@ -238,3 +238,35 @@ TEST(Ternary, AddcmulAddcdivLerpClampWhere) {
 
 }  // namespace
 }  // namespace flambeau::testing
+
+namespace flambeau::testing {
+namespace {
+
+TEST(Binary, InPlaceVariantsMatchOutOfPlace) {
+  Tensor a = random_tensor({13, 7}, kFloat32, Layout::Contiguous, 31, 0.5, 3);
+  Tensor b = random_tensor({7}, kFloat32, Layout::Contiguous, 32, 0.5, 3);
+  const std::pair<std::function<Tensor(const Tensor&, const Tensor&)>, std::function<void(Tensor&, const Tensor&)>> ops[] = {
+      {[](auto& x, auto& y) { return remainder(x, y); }, [](Tensor& x, auto& y) { x.remainder_(y); }},
+      {[](auto& x, auto& y) { return pow(x, y); }, [](Tensor& x, auto& y) { x.pow_(y); }},
+      {[](auto& x, auto& y) { return atan2(x, y); }, [](Tensor& x, auto& y) { x.atan2_(y); }},
+      {[](auto& x, auto& y) { return floor_divide(x, y); }, [](Tensor& x, auto& y) { floor_divide_(x, y); }},
+      {[](auto& x, auto& y) { return addcmul(x, y, y, 2); }, [](Tensor& x, auto& y) { addcmul_(x, y, y, 2); }},
+      {[](auto& x, auto& y) { return addcdiv(x, y, y, 2); }, [](Tensor& x, auto& y) { addcdiv_(x, y, y, 2); }},
+      {[](auto& x, auto& y) { return lerp(x, y, y); }, [](Tensor& x, auto& y) { lerp_(x, y, y); }},
+      {[](auto& x, auto& y) { return clamp(x, y, {}); }, [](Tensor& x, auto& y) { x.clamp_(y); }},
+  };
+  for (auto& [out_of_place, in_place] : ops) {
+    Tensor want = out_of_place(a, b);
+    Tensor x = a.clone();
+    void* before = x.data_ptr();
+    in_place(x, b);
+    EXPECT_EQ(x.data_ptr(), before);
+    EXPECT_TRUE(bitwise_equal(x, want));
+  }
+  Tensor i = arange(4);
+  EXPECT_THROW(i.atan2_(ones({4})), TypeError);  // float result into int64
+  EXPECT_EQ(values(i), (std::vector<double>{0, 1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace flambeau::testing

@@ -137,7 +137,10 @@ class Tensor {
   Tensor& mul_(const Tensor& other);
   Tensor& div_(const Tensor& other);
 #define FLB_DECL_BINARY(name) Tensor name(const Tensor& other) const;
+#define FLB_DECL_BINARY_(name) Tensor& name##_(const Tensor& other);
   FLB_BINARY_OPS(FLB_DECL_BINARY)
+  FLB_BINARY_INPLACE_OPS(FLB_DECL_BINARY_)
+#undef FLB_DECL_BINARY_
   FLB_COMPARE_OPS(FLB_DECL_BINARY)
   FLB_LOGICAL_OPS(FLB_DECL_BINARY)
 #undef FLB_DECL_BINARY

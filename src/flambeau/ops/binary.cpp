@@ -234,8 +234,13 @@ Tensor& div_(Tensor& a, const Tensor& b, const std::string& mode) {
 
 #define FLB_DEFINE_BINARY(name) \
   Tensor name(const Tensor& a, const Tensor& b) { return binary(#name, Bin::name, a, b, 1, nullptr); }
+#define FLB_DEFINE_BINARY_(name)                                                        \
+  Tensor& name##_(Tensor& a, const Tensor& b) { return binary(#name "_", Bin::name, a, b, 1, &a), a; } \
+  Tensor& Tensor::name##_(const Tensor& o) { return flambeau::name##_(*this, o); }
 FLB_BINARY_OPS(FLB_DEFINE_BINARY)
+FLB_BINARY_INPLACE_OPS(FLB_DEFINE_BINARY_)
 #undef FLB_DEFINE_BINARY
+#undef FLB_DEFINE_BINARY_
 
 #define FLB_DEFINE_COMPARE(name) \
   Tensor name(const Tensor& a, const Tensor& b) { return compare(#name, Cmp::name, a, b); }
@@ -286,17 +291,31 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   return out;
 }
 
+namespace {
+// In-place form of an op computed out of place: checks dtype and shape, then copies.
+Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
+  ops::check_inplace(op, self, result.dtype(), result.sizes());
+  return self.copy_(result);
+}
+}  // namespace
+
+Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return assign_inplace("addcmul_", self, addcmul(self, t1, t2, value));
+}
+Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return assign_inplace("addcdiv_", self, addcdiv(self, t1, t2, value));
+}
+Tensor& lerp_(Tensor& start, const Tensor& end, const Tensor& weight) {
+  return assign_inplace("lerp_", start, lerp(start, end, weight));
+}
+
 Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
   FLB_CHECK(min || max, ValueError, "[clamp] at least one of 'min' or 'max' must not be None");
   Tensor r = min ? maximum(t, *min) : t;
-  // maximum() promoted already; keep t's dtype class when only max is given
   return max ? minimum(r, *max) : r;
 }
 Tensor& clamp_(Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
-  Tensor r = clamp(t, std::move(min), std::move(max));
-  ops::check_inplace("clamp_", t, r.dtype(), r.sizes());
-  t.copy_(r);
-  return t;
+  return assign_inplace("clamp_", t, clamp(t, std::move(min), std::move(max)));
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

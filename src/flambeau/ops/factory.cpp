@@ -69,6 +69,10 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   visit_dtype(dtype, [&]<class T>() {
     T* p = t.data<T>();
+    if (steps == 1) {  // as in PyTorch: start, not end
+      p[0] = kernels::cast_value<T>(start);
+      return;
+    }
     // Both ends exact: the first half counts up from start, the second down from end.
     for (int64_t i = 0; i < steps; ++i)
       p[i] = kernels::cast_value<T>(i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i));

@@ -18,6 +18,9 @@
 #define FLB_BINARY_OPS(X)                                                             \
   X(mul) X(maximum) X(minimum) X(remainder) X(pow) X(atan2) X(floor_divide)
 
+// The binary ops that also have an in-place form (name_) in PyTorch.
+#define FLB_BINARY_INPLACE_OPS(X) X(remainder) X(pow) X(atan2) X(floor_divide)
+
 // Comparisons: bool results.
 #define FLB_COMPARE_OPS(X) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
 

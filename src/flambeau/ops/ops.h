@@ -61,7 +61,10 @@ Tensor& sub_(Tensor& a, const Tensor& b, Scalar alpha = 1);
 Tensor& mul_(Tensor& a, const Tensor& b);
 Tensor& div_(Tensor& a, const Tensor& b, const std::string& rounding_mode = "");
 #define FLB_DECL_BINARY(name) Tensor name(const Tensor& a, const Tensor& b);
+#define FLB_DECL_BINARY_(name) Tensor& name##_(Tensor& a, const Tensor& b);
 FLB_BINARY_OPS(FLB_DECL_BINARY)
+FLB_BINARY_INPLACE_OPS(FLB_DECL_BINARY_)
+#undef FLB_DECL_BINARY_
 FLB_COMPARE_OPS(FLB_DECL_BINARY)
 FLB_LOGICAL_OPS(FLB_DECL_BINARY)
 #undef FLB_DECL_BINARY
@@ -76,6 +79,9 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 // Bounds may be tensors or numbers; NaN propagates; min > max gives max (as torch).
 Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max = {});
 Tensor& clamp_(Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max = {});
+Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value = 1);
+Tensor& lerp_(Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
 // ---- reductions (dims empty: reduce every dim) ----------------------------------------
