@@ -137,6 +137,18 @@ TEST(DType, HalfAndBFloat16FromFloatMatchTorch) {
   }
 }
 
+TEST(DType, DoubleToReducedRoundsThroughFloat) {
+  // torch casts float64 -> float32 -> float16/bfloat16 (two roundings), not directly
+  Tensor d = from_vector<double>({1 + 0x1p-11 + 0x1p-40, 1 + 0x1p-8 + 0x1p-40, 65519.999999});
+  Tensor h = d.to(kFloat16), b = d.to(kBFloat16);
+  EXPECT_EQ(h.data<Half>()[0].bits, 0x3c00);
+  EXPECT_EQ(h.data<Half>()[1].bits, 0x3c04);
+  EXPECT_EQ(h.data<Half>()[2].bits, 0x7c00);
+  EXPECT_EQ(b.data<BFloat16>()[0].bits, 0x3f80);
+  EXPECT_EQ(b.data<BFloat16>()[1].bits, 0x3f80);
+  EXPECT_EQ(b.data<BFloat16>()[2].bits, 0x4780);
+}
+
 TEST(DType, NaNStaysNaN) {
   for (float n : {NAN, -NAN, std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffc00001u)}) {
     EXPECT_TRUE(std::isnan(float(Half(n)))) << std::bit_cast<uint32_t>(n);

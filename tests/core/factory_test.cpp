@@ -145,6 +145,20 @@ TEST(Factory, Linspace) {
   EXPECT_EQ(li.dtype(), kInt64);
   EXPECT_EQ(values(li), (D{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
   EXPECT_EQ(values(linspace(0, 1, 3, kFloat16)), (D{0.0, 0.5, 1.0}));
+  // integer dtypes: torch truncates the ends to the dtype before stepping
+  struct IntCase {
+    double start, end;
+    int64_t steps;
+    D want;
+  };
+  const IntCase int_cases[] = {{0, 10, 4, {0, 3, 6, 10}},          {0, 10, 7, {0, 1, 3, 5, 6, 8, 10}},
+                               {-5, 5, 4, {-5, -1, 1, 5}},         {0, 1, 5, {0, 0, 0, 0, 1}},
+                               {0.5, 10.7, 5, {0, 2, 5, 7, 10}},   {-2.5, 3.9, 6, {-2, -1, 0, 1, 2, 3}},
+                               {10, 0, 4, {10, 6, 3, 0}},          {3.5, 7, 1, {3}}};
+  for (const IntCase& c : int_cases) {
+    EXPECT_EQ(values(linspace(c.start, c.end, c.steps, kInt64)), c.want) << c.start << " " << c.end << " " << c.steps;
+    EXPECT_EQ(values(linspace(c.start, c.end, c.steps, kInt32)), c.want) << c.start << " " << c.end << " " << c.steps;
+  }
 }
 
 TEST(Factory, Eye) {

@@ -42,6 +42,10 @@ TEST(Print, NonContiguousInputs) {
   EXPECT_EQ(arange(12).to(kFloat32).view({3, 4}).slice(1, {}, {}, 2).str(),
             "tensor([[ 0.,  2.],\n        [ 4.,  6.],\n        [ 8., 10.]])");
   EXPECT_EQ(scalar_tensor(3.0).expand({2, 3}).str(), "tensor([[3., 3., 3.],\n        [3., 3., 3.]])");
+  // float64 views that reshape to a strided 1-D view (the formatter reads a copy)
+  Tensor d = from_vector<double>({1.5, 9.0, 1e-5, 9.0, 250.0, 9.0});
+  EXPECT_EQ(d.slice(0, {}, {}, 2).str(), "tensor([1.5000e+00, 1.0000e-05, 2.5000e+02], dtype=flambeau.float64)");
+  EXPECT_EQ(d.slice(0, 0, 1).expand({3}).str(), "tensor([1.5000, 1.5000, 1.5000], dtype=flambeau.float64)");
 }
 
 TEST(Print, IntegerValuedFloats) {
@@ -60,11 +64,21 @@ TEST(Print, SciMode) {
   EXPECT_EQ(f32({-1e-5f, 1e3f}).str(), "tensor([-1.0000e-05,  1.0000e+03])");
   EXPECT_EQ(f32({123456.789f, 1.5f}).str(), "tensor([1.2346e+05, 1.5000e+00])");
   EXPECT_EQ(from_vector<double>({0.00015, 0.25}).str(), "tensor([1.5000e-04, 2.5000e-01], dtype=flambeau.float64)");
+  EXPECT_EQ(f32({0.1f, 1e8f}).str(), "tensor([1.0000e-01, 1.0000e+08])");
+  EXPECT_EQ(f32({0.0001f, 0.5f}).str(), "tensor([1.0000e-04, 5.0000e-01])");
+  EXPECT_EQ(f32({12345.678f, 0.5f}).str(), "tensor([1.2346e+04, 5.0000e-01])");
+  EXPECT_EQ(f32({100.0f, -0.5f}).str(), "tensor([100.0000,  -0.5000])");
+  EXPECT_EQ(from_vector<double>({1e100, 1.0}).str(), "tensor([1.0000e+100,  1.0000e+00], dtype=flambeau.float64)");
+  EXPECT_EQ(f32({1e-5f, 1, NAN, -2}, Dims{2, 2}).str(),
+            "tensor([[ 1.0000e-05,  1.0000e+00],\n"
+            "        [        nan, -2.0000e+00]])");
+  EXPECT_EQ(f32({-INFINITY, 2.5f, 1e-5f}).str(), "tensor([      -inf, 2.5000e+00, 1.0000e-05])");
 }
 
 TEST(Print, NanInfAndNegativeZero) {
   EXPECT_EQ(f32({NAN, INFINITY, -INFINITY, 1.5f}).str(), "tensor([   nan,    inf,   -inf, 1.5000])");
   EXPECT_EQ(f32({NAN, INFINITY}).str(), "tensor([nan, inf])");
+  EXPECT_EQ(f32({1, INFINITY}).str(), "tensor([1., inf])");
   EXPECT_EQ(f32({-0.0f, 1.0f}).str(), "tensor([-0., 1.])");
   EXPECT_EQ(f32({-0.0f, 0.0f}).str(), "tensor([-0., 0.])");
   EXPECT_EQ(from_vector<Half>({Half(NAN), Half(2.5f), Half(-1.0f)}).str(),

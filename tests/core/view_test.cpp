@@ -316,6 +316,8 @@ TEST(View, ZeroDimTensors) {
   expect_geometry(z.view({1}).squeeze(), {}, {}, 0);
   expect_geometry(z.squeeze(0), {}, {}, 0);
   expect_geometry(z.transpose(0, -1), {}, {}, 0);
+  EXPECT_THROW(z.transpose(0, 5), IndexError);
+  EXPECT_THROW(z.transpose(1, 0), IndexError);
   expect_geometry(z.t(), {}, {}, 0);
   expect_geometry(z.permute({}), {}, {}, 0);
   EXPECT_EQ(z.view({1, 1}).item<double>(), 5.0);

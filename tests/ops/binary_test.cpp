@@ -270,3 +270,23 @@ TEST(Binary, InPlaceVariantsMatchOutOfPlace) {
 
 }  // namespace
 }  // namespace flambeau::testing
+
+namespace flambeau::testing {
+namespace {
+
+TEST(Binary, InPlaceWithAnAliasingInput) {
+  Tensor a = arange(9, kFloat32).reshape({3, 3});
+  std::vector<double> av = values(a), at = values(a.t());
+  a.add_(a.t());  // reads must see the old values
+  std::vector<double> got = values(a);
+  for (size_t i = 0; i < 9; ++i) EXPECT_EQ(got[i], av[i] + at[i]);
+  Tensor b = arange(6, kFloat32);
+  b.slice(0, 1).copy_(b.slice(0, 0, 5));  // overlapping shift
+  EXPECT_EQ(values(b), (std::vector<double>{0, 0, 1, 2, 3, 4}));
+  std::ostringstream os;
+  os << kBFloat16;
+  EXPECT_EQ(os.str(), "flambeau.bfloat16");
+}
+
+}  // namespace
+}  // namespace flambeau::testing

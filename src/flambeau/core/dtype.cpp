@@ -1,6 +1,8 @@
 // dtype names, sizes and the promotion lattice (same results as torch.promote_types).
 #include "flambeau/core/dtype.h"
 
+#include <ostream>
+
 namespace flambeau {
 
 const char* dtype_name(DType t) {
@@ -24,6 +26,8 @@ size_t itemsize(DType t) {
   }
   return 0;
 }
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << "flambeau." << dtype_name(t); }
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 #include "flambeau/core/error.h"
@@ -54,6 +55,9 @@ inline bool is_integral(DType t, bool include_bool) {
   return t == DType::Bool ? include_bool : t < DType::Float16;
 }
 inline bool is_reduced_float(DType t) { return t == DType::Float16 || t == DType::BFloat16; }
+
+// Prints "flambeau.float32".
+std::ostream& operator<<(std::ostream& os, DType t);
 
 // The result type of combining two tensors of these types (torch.promote_types).
 DType promote_types(DType a, DType b);

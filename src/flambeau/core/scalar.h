@@ -30,17 +30,19 @@ class Scalar {
     return kind_ == Kind::Float ? DType::Float64 : kind_ == Kind::Int ? DType::Int64 : DType::Bool;
   }
   double to_double() const { return kind_ == Kind::Float ? d_ : double(i_); }
-  int64_t to_int() const { return kind_ == Kind::Float ? int64_t(d_) : i_; }
+  int64_t to_int() const { return kind_ == Kind::Float ? double_to_int(d_) : i_; }
   bool to_bool() const { return kind_ == Kind::Float ? d_ != 0 : i_ != 0; }
   template <class T>
   T to() const {
     if constexpr (std::is_same_v<T, bool>) return to_bool();
-    else if constexpr (std::is_integral_v<T>) return kind_ == Kind::Float ? T(int64_t(d_)) : T(i_);
+    else if constexpr (std::is_integral_v<T>) return T(to_int());
     else return T(to_double());
   }
   std::string str() const;
 
  private:
+  // NaN and out-of-range values give INT64_MIN, as x86 does, instead of undefined behaviour.
+  static int64_t double_to_int(double d) { return d >= -0x1p63 && d < 0x1p63 ? int64_t(d) : INT64_MIN; }
   Kind kind_;
   union {
     int64_t i_;

@@ -61,7 +61,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (data_ptr() == src.data_ptr() && dtype() == src.dtype() && strides() == src.strides() &&
       sizes() == src.sizes())
     return *this;
-  ops::ElemLoop L = ops::make_elem_loop(*this, {src});
+  ops::ElemLoop L = ops::make_elem_loop(*this, {ops::unalias(*this, src)});
   if (try_transpose_copy(L)) return *this;
   ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
     kernels::convert(p[1], L.dtype[1], st[1], p[0], L.dtype[0], st[0], n);

@@ -60,6 +60,12 @@ ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs)
   return L;
 }
 
+Tensor unalias(const Tensor& out, const Tensor& in) {
+  const bool same_view = in.storage_offset() == out.storage_offset() && in.sizes() == out.sizes() &&
+                         in.strides() == out.strides() && in.dtype() == out.dtype();
+  return in.storage() == out.storage() && !same_view ? in.clone() : in;
+}
+
 void check_inplace(const char* op, const Tensor& out, DType result, const Dims& shape) {
   FLB_CHECK(out.sizes() == shape, ValueError, "[", op, "] output with shape ", shape_str(out.sizes()),
             " doesn't match the broadcast shape ", shape_str(shape));

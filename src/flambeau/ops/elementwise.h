@@ -136,6 +136,10 @@ decltype(auto) visit_compute_type(DType dtype, F&& f) {
   return visit_dtype(dtype, [&]<class T>() { return f.template operator()<compute_t<T>>(); });
 }
 
+// `in` itself, or a copy of it when it shares memory with `out` through another layout
+// (a.add_(a.t())): reading it while `out` is written would see half-updated values.
+Tensor unalias(const Tensor& out, const Tensor& in);
+
 // Checks that `out` (an in-place target) can hold the result dtype and shape of `op`.
 void check_inplace(const char* op, const Tensor& out, DType result, const Dims& shape);
 

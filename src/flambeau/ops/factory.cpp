@@ -66,16 +66,19 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
 Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   FLB_CHECK(steps >= 0, ValueError, "[linspace] number of steps must be non-negative, got ", steps);
   Tensor t = empty({steps}, dtype);
-  const double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   visit_dtype(dtype, [&]<class T>() {
     T* p = t.data<T>();
     if (steps == 1) {  // as in PyTorch: start, not end
       p[0] = kernels::cast_value<T>(start);
       return;
     }
+    // Integer dtypes take the ends in that dtype first, as PyTorch does.
+    const double a = is_floating(dtype) ? start : double(kernels::cast_value<T>(start));
+    const double b = is_floating(dtype) ? end : double(kernels::cast_value<T>(end));
+    const double step = (b - a) / double(steps - 1);
     // Both ends exact: the first half counts up from start, the second down from end.
     for (int64_t i = 0; i < steps; ++i)
-      p[i] = kernels::cast_value<T>(i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i));
+      p[i] = kernels::cast_value<T>(i < steps / 2 ? a + step * double(i) : b - step * double(steps - 1 - i));
   });
   return t;
 }

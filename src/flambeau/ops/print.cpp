@@ -29,8 +29,8 @@ struct Formatter {
       for (int64_t i = 0; i < flat.numel(); ++i) width = std::max(width, raw(flat[i]).size());
       return;
     }
-    const Tensor d = flat.to(kFloat64);
-    const double* v = d.contiguous().data<double>();
+    const Tensor d = flat.to(kFloat64).contiguous();  // keep the copy alive while v is read
+    const double* v = d.data<double>();
     double mn = INFINITY, mx = 0;
     bool any = false;
     for (int64_t i = 0; i < d.numel(); ++i) {

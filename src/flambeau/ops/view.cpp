@@ -97,9 +97,9 @@ Tensor Tensor::permute(const Dims& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  if (dim() == 0) return *this;
   d0 = wrap_dim(d0, dim(), "transpose");
   d1 = wrap_dim(d1, dim(), "transpose");
+  if (dim() == 0) return *this;
   Dims s = sizes(), st = strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
