@@ -109,6 +109,18 @@ inline double rtol_for(DType dt) {
   }
 }
 
+// Runs f and returns the message of the ErrT it throws ("" if it does not throw).
+template <class ErrT, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const ErrT& e) {
+    return e.what();
+  }
+  return "";
+}
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 // Exact bitwise equality of two tensors' contents (same dtype and shape).
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;

@@ -8,23 +8,14 @@
 
 using namespace flambeau;
 using flambeau::testing::values;
+using flambeau::testing::error_of;
+using flambeau::testing::contains;
 
 namespace {
 using V = std::vector<int64_t>;
 using D = std::vector<double>;
 const DType kAll[] = {kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64};
 
-// Runs f and returns the message of the ErrT it throws ("" if it does not throw).
-template <class ErrT, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ErrT& e) {
-    return e.what();
-  }
-  return "";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 }  // namespace
 
 TEST(Factory, EmptyZerosOnes) {

@@ -6,21 +6,13 @@
 
 using namespace flambeau;
 using flambeau::testing::values;
+using flambeau::testing::error_of;
+using flambeau::testing::contains;
 
 namespace {
 using V = std::vector<int64_t>;
 using D = std::vector<double>;
 
-template <class ErrT, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ErrT& e) {
-    return e.what();
-  }
-  return "";
-}
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 std::vector<V> shapes(const std::vector<Tensor>& ts) {
   std::vector<V> out;

@@ -282,19 +282,23 @@ Tensor mean(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType
   return div(s, double(n)).to(dt);
 }
 
-Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {
-  FLB_CHECK(t.numel() > 0 || !dims.empty(), ValueError, "[amax] expected reduction dim to be specified for input.numel() == 0");
+namespace {
+// max-like reductions have no identity: refuse empty reductions.
+void check_extreme_dims(const char* op, const Tensor& t, const Dims& dims) {
+  FLB_CHECK(t.numel() > 0 || !dims.empty(), ValueError, "[", op, "] expected reduction dim to be specified for input.numel() == 0");
   for (int64_t d : dims)
-    FLB_CHECK(t.dim() == 0 || t.size(wrap_dim(d, t.dim(), "amax")) > 0, IndexError, "[amax] expected reduction dim ", d,
+    FLB_CHECK(t.dim() == 0 || t.size(wrap_dim(d, t.dim(), op)) > 0, IndexError, "[", op, "] expected reduction dim ", d,
               " to have non-zero size (shape ", shape_str(t.sizes()), ")");
+}
+}  // namespace
+
+Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {
+  check_extreme_dims("amax", t, dims);
   return reduce<MaxRed>("amax", t, dims, keepdim, t.dtype(), t.dtype());
 }
 
 Tensor amin(const Tensor& t, const Dims& dims, bool keepdim) {
-  FLB_CHECK(t.numel() > 0 || !dims.empty(), ValueError, "[amin] expected reduction dim to be specified for input.numel() == 0");
-  for (int64_t d : dims)
-    FLB_CHECK(t.dim() == 0 || t.size(wrap_dim(d, t.dim(), "amin")) > 0, IndexError, "[amin] expected reduction dim ", d,
-              " to have non-zero size (shape ", shape_str(t.sizes()), ")");
+  check_extreme_dims("amin", t, dims);
   return reduce<MinRed>("amin", t, dims, keepdim, t.dtype(), t.dtype());
 }
 
