@@ -1,7 +1,7 @@
 // Core kernels, flambeau vs PyTorch 2.13 in one process: 16M-element float32 elementwise
 // ops, reductions, softmax, bf16 cast, transposed copy, and the per-op overhead of a + b
 // on 4-element tensors. Alternating runs, medians, at 1 and 2 threads.
-// Usage: bench_core [reps]   (prints a Markdown table)
+// Usage: bench_core [reps] [overhead]   (prints Markdown tables; `overhead`: only the last)
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -61,9 +61,13 @@ int main(int argc, char** argv) {
       {"transpose copy 4096x4096", 2 * F, [&] { return m.t().contiguous(); }, [&] { return tm.t().contiguous(); }},
   };
 
-  std::printf("| op | threads | flambeau ms | torch ms | torch/flambeau | flambeau GB/s | max abs diff |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  const bool only_overhead = argc > 2 && std::string(argv[2]) == "overhead";
+  if (!only_overhead) {
+    std::printf("| op | threads | flambeau ms | torch ms | torch/flambeau | flambeau GB/s | max abs diff |\n");
+    std::printf("|---|---|---|---|---|---|---|\n");
+  }
   for (int threads : {1, 2}) {
+    if (only_overhead) break;
     fl::set_num_threads(threads);
     at::set_num_threads(threads);
     for (const Case& c : cases) {

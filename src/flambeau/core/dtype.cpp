@@ -16,17 +16,6 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-size_t itemsize(DType t) {
-  switch (t) {
-#define FLB_CASE(e, T, s) \
-  case DType::e:          \
-    return sizeof(T);
-    FLB_FORALL_DTYPES(FLB_CASE)
-#undef FLB_CASE
-  }
-  return 0;
-}
-
 std::ostream& operator<<(std::ostream& os, DType t) { return os << "flambeau." << dtype_name(t); }
 
 DType promote_types(DType a, DType b) {

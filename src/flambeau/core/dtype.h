@@ -49,7 +49,14 @@ template <class T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 
 const char* dtype_name(DType t);  // "float32"
-size_t itemsize(DType t);
+inline size_t itemsize(DType t) {
+  constexpr size_t sizes[] = {
+#define FLB_SIZE(e, T, s) sizeof(T),
+      FLB_FORALL_DTYPES(FLB_SIZE)
+#undef FLB_SIZE
+  };
+  return sizes[size_t(t)];
+}
 inline bool is_floating(DType t) { return t >= DType::Float16; }
 inline bool is_integral(DType t, bool include_bool) {
   return t == DType::Bool ? include_bool : t < DType::Float16;

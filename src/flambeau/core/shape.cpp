@@ -41,6 +41,7 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 }
 
 Dims broadcast_shapes(const Dims& a, const Dims& b, const char* op) {
+  if (a == b) return a;
   size_t n = std::max(a.size(), b.size());
   Dims out(n);
   for (size_t i = 0; i < n; ++i) {

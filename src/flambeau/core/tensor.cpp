@@ -34,15 +34,33 @@ std::string Scalar::str() const {
   return s.str();
 }
 
-std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+namespace {
+void fill_storage(Storage& s, size_t nbytes, Device device) {
   check_device_available(device, "allocate");
+  s.data = memory::allocate(nbytes);
+  s.nbytes = nbytes;
+  s.device = device;
+  s.deleter = [](void* p, size_t n, void*) { memory::release(p, n); };
+}
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   auto s = std::make_shared<Storage>();
-  s->data = memory::allocate(nbytes);
-  s->nbytes = nbytes;
-  s->device = device;
-  s->deleter = [](void* p, size_t n, void*) { memory::release(p, n); };
+  fill_storage(*s, nbytes, device);
   return s;
 }
+
+namespace {
+bool compute_contiguous(const Dims& sizes, const Dims& strides) {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return numel_of(sizes) == 0;
+    expected *= sizes[i];
+  }
+  return true;
+}
+}  // namespace
 
 Tensor make_tensor(std::shared_ptr<Storage> storage, DType dtype, Dims sizes, Dims strides,
                    int64_t offset) {
@@ -52,6 +70,7 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, DType dtype, Dims sizes, Di
   impl->sizes = std::move(sizes);
   impl->offset = offset;
   impl->dtype = dtype;
+  impl->contiguous = compute_contiguous(impl->sizes, impl->strides);
   return Tensor(std::move(impl));
 }
 
@@ -66,15 +85,6 @@ Tensor::Tensor(Scalar s) {
 int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
 
-bool Tensor::is_contiguous() const {
-  int64_t expected = 1;
-  for (int64_t i = dim() - 1; i >= 0; --i) {
-    if (sizes()[i] == 1) continue;
-    if (strides()[i] != expected) return numel() == 0;
-    expected *= sizes()[i];
-  }
-  return true;
-}
 
 Scalar Tensor::item() const {
   FLB_CHECK(numel() == 1, ValueError, "[item] a Tensor with ", numel(),

@@ -41,6 +41,7 @@ struct TensorImpl {
   Dims sizes, strides;  // strides in elements
   int64_t offset = 0;   // in elements
   DType dtype = DType::Float32;
+  bool contiguous = true;  // row-major dense; set by make_tensor (geometry never changes after)
   // True for a 0-dim tensor made from a Scalar by an op: it promotes like a Python number.
   bool wrapped_number = false;
 };
@@ -71,7 +72,7 @@ class Tensor {
   DType dtype() const { return impl_->dtype; }
   Device device() const { return impl_->storage->device; }
   size_t element_size() const { return itemsize(dtype()); }
-  bool is_contiguous() const;
+  bool is_contiguous() const { return impl_->contiguous; }
   bool is_floating_point() const { return is_floating(dtype()); }
 
   // Address of the first element.

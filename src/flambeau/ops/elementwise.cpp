@@ -12,6 +12,22 @@ ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs)
   L.n_ops = 1 + int(inputs.size());
   const int64_t nd = out.dim();
   L.numel = out.numel();
+  // Fast path: every operand contiguous with the output's shape -> one flat row.
+  bool flat = out.is_contiguous();
+  for (const Tensor& t : inputs) flat = flat && t.sizes() == out.sizes() && t.is_contiguous();
+  if (flat) {
+    L.shape.push_back(std::max<int64_t>(L.numel, 1));
+    int k = 0;
+    L.base[k] = static_cast<char*>(out.data_ptr());
+    L.dtype[k] = out.dtype();
+    L.strides[k++].push_back(int64_t(itemsize(out.dtype())));
+    for (const Tensor& t : inputs) {
+      L.base[k] = static_cast<char*>(t.data_ptr());
+      L.dtype[k] = t.dtype();
+      L.strides[k++].push_back(int64_t(itemsize(t.dtype())));
+    }
+    return L;
+  }
   // Per operand: strides (bytes) in out's dim order, broadcast dims get stride 0.
   Dims st[kMaxOperands];
   auto add_operand = [&](int k, const Tensor& t) {
