@@ -11,6 +11,8 @@
 #include <bit>
 #include <cstdlib>
 #include <new>
+
+#include <sys/mman.h>
 #include <thread>
 #include <vector>
 
@@ -20,6 +22,7 @@ namespace flambeau::memory {
 namespace {
 
 constexpr size_t kAlign = 64;
+constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kMaxCachedBytes = size_t(4) << 30;
 
 constexpr int kClasses = 64 + 52 * 8;
@@ -60,6 +63,15 @@ State& state() {
   return *s;
 }
 
+// Large blocks are 2 MiB aligned and advised as huge pages: fewer page faults on first
+// touch and fewer TLB misses when streaming (the machine's THP mode is "madvise").
+void* system_alloc(size_t size) {
+  if (size < kHugePage) return std::aligned_alloc(kAlign, size);
+  void* p = std::aligned_alloc(kHugePage, size);
+  if (p) madvise(p, size, MADV_HUGEPAGE);
+  return p;
+}
+
 void flush_locked(State& s) {
   for (auto& blocks : s.free_lists) {
     for (void* p : blocks) std::free(p);
@@ -88,10 +100,10 @@ void* allocate(size_t nbytes) {
     list.pop_back();
     s.cached -= size;
   } else {
-    p = std::aligned_alloc(kAlign, size);
+    p = system_alloc(size);
     if (!p) {
       flush_locked(s);
-      p = std::aligned_alloc(kAlign, size);
+      p = system_alloc(size);
     }
     FLB_CHECK(p, Error, "[allocate] out of memory allocating ", nbytes, " bytes");
   }

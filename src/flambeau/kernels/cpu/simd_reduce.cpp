@@ -11,25 +11,29 @@
 HWY_BEFORE_NAMESPACE();
 namespace flambeau::kernels::HWY_NAMESPACE {
 
-// Two levels, for accuracy with a fixed order: blocks of kBlock (256) elements are summed with
-// four vector accumulators (the tail zero-padded), and each block's lanes are added to
-// per-lane double accumulators, which are summed in lane order at the end.
+// Two levels, for accuracy with a fixed order: blocks of kBlock (512) elements are summed
+// with eight vector accumulators (the tail zero-padded) folded as a tree, and each block's
+// lanes are added to per-lane double accumulators, summed in lane order at the end.
 template <class T>
 double sum_impl(const T* x, int64_t n) {
-  constexpr int64_t kBlock = 256;
+  constexpr int64_t kBlock = 512;
   const hn::ScalableTag<T> d;
   const int64_t N = int64_t(hn::Lanes(d));
   HWY_ALIGN T lanes[HWY_MAX_BYTES / sizeof(T)];
   double total[HWY_MAX_BYTES / sizeof(T)] = {};
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t e = std::min(n, b + kBlock);
-    auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+    auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     int64_t i = b;
-    for (; i + 4 * N <= e; i += 4 * N) {
+    for (; i + 8 * N <= e; i += 8 * N) {
       a0 = hn::Add(a0, hn::LoadU(d, x + i));
       a1 = hn::Add(a1, hn::LoadU(d, x + i + N));
       a2 = hn::Add(a2, hn::LoadU(d, x + i + 2 * N));
       a3 = hn::Add(a3, hn::LoadU(d, x + i + 3 * N));
+      a4 = hn::Add(a4, hn::LoadU(d, x + i + 4 * N));
+      a5 = hn::Add(a5, hn::LoadU(d, x + i + 5 * N));
+      a6 = hn::Add(a6, hn::LoadU(d, x + i + 6 * N));
+      a7 = hn::Add(a7, hn::LoadU(d, x + i + 7 * N));
     }
     for (; i + N <= e; i += N) a0 = hn::Add(a0, hn::LoadU(d, x + i));
     if (i < e) {
@@ -37,7 +41,8 @@ double sum_impl(const T* x, int64_t n) {
       std::memcpy(buf, x + i, (e - i) * sizeof(T));
       a1 = hn::Add(a1, hn::Load(d, buf));
     }
-    hn::Store(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), d, lanes);
+    const auto s = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+    hn::Store(s, d, lanes);
     for (int64_t k = 0; k < N; ++k) total[k] += double(lanes[k]);
   }
   double s = 0;
@@ -50,13 +55,21 @@ T extreme_impl(const T* x, int64_t n) {
   const hn::ScalableTag<T> d;
   const int64_t N = int64_t(hn::Lanes(d));
   const T init = kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity();
-  auto m0 = hn::Set(d, init), m1 = m0;
+  auto m0 = hn::Set(d, init), m1 = m0, m2 = m0, m3 = m0;
   auto nan = hn::Zero(d);  // any lane NaN once a NaN was seen
   auto step = [&](auto m, auto v) {
     nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));
     return kMax ? hn::Max(m, v) : hn::Min(m, v);
   };
   int64_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    m0 = step(m0, hn::LoadU(d, x + i));
+    m1 = step(m1, hn::LoadU(d, x + i + N));
+    m2 = step(m2, hn::LoadU(d, x + i + 2 * N));
+    m3 = step(m3, hn::LoadU(d, x + i + 3 * N));
+  }
+  m0 = kMax ? hn::Max(m0, m2) : hn::Min(m0, m2);
+  m1 = kMax ? hn::Max(m1, m3) : hn::Min(m1, m3);
   for (; i + 2 * N <= n; i += 2 * N) {
     m0 = step(m0, hn::LoadU(d, x + i));
     m1 = step(m1, hn::LoadU(d, x + i + N));
