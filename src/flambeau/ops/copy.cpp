@@ -10,23 +10,27 @@ namespace flambeau {
 namespace {
 
 // Copies a [rows, cols] block where dst walks cols contiguously and src walks rows
-// contiguously (a transpose). Strips of 16 src rows are walked along their contiguous
-// direction in 16 x 16 tiles: few cache lines live at once, which matters because
-// power-of-two strides map every line of a column to the same cache set.
+// contiguously (element stride 1: a transpose), in 8 x 8 blocks through a small buffer: contiguous reads of
+// 8 src rows, contiguous writes of 8 dst rows. Strips of 8 src rows are walked along their
+// contiguous direction, so only 16 cache lines are live at a time (power-of-two strides
+// map a whole column to one cache set; wider tiles thrash it).
 template <class T>
-void transpose_copy(const char* src, int64_t s_row, int64_t s_col, char* dst, int64_t d_row,
-                    int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 16;
-  const int64_t strips = (cols + kTile - 1) / kTile;
+void transpose_copy(const char* src, int64_t s_col, char* dst, int64_t d_row, int64_t rows, int64_t cols) {
+  constexpr int64_t B = 8;
+  const int64_t strips = (cols + B - 1) / B;
   parallel_for(0, strips, 1, [&](int64_t b, int64_t e) {
+    T tmp[B][B];
     for (int64_t strip = b; strip < e; ++strip) {
-      const int64_t c0 = strip * kTile, c1 = std::min(cols, c0 + kTile);
-      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-        const int64_t r1 = std::min(rows, r0 + kTile);
-        for (int64_t r = r0; r < r1; ++r) {
-          T* d = reinterpret_cast<T*>(dst + r * d_row);
-          const char* s = src + r * s_row;
-          for (int64_t c = c0; c < c1; ++c) d[c] = *reinterpret_cast<const T*>(s + c * s_col);
+      const int64_t c0 = strip * B, nc = std::min(B, cols - c0);
+      for (int64_t r0 = 0; r0 < rows; r0 += B) {
+        const int64_t nr = std::min(B, rows - r0);
+        for (int64_t i = 0; i < nc; ++i) {
+          const T* s = reinterpret_cast<const T*>(src + (c0 + i) * s_col) + r0;
+          for (int64_t j = 0; j < nr; ++j) tmp[j][i] = s[j];
+        }
+        for (int64_t j = 0; j < nr; ++j) {
+          T* d = reinterpret_cast<T*>(dst + (r0 + j) * d_row) + c0;
+          for (int64_t i = 0; i < nc; ++i) d[i] = tmp[j][i];
         }
       }
     }
@@ -39,8 +43,7 @@ bool try_transpose_copy(const ops::ElemLoop& L) {
   if (L.strides[0][0] != isz || L.strides[1][1] != isz || L.strides[1][0] == 0) return false;
   if (L.numel < 4096) return false;
   auto run = [&]<class T>() {
-    transpose_copy<T>(L.base[1], L.strides[1][1], L.strides[1][0], L.base[0], L.strides[0][1],
-                      L.shape[1], L.shape[0]);
+    transpose_copy<T>(L.base[1], L.strides[1][0], L.base[0], L.strides[0][1], L.shape[1], L.shape[0]);
   };
   switch (isz) {
     case 1: run.operator()<uint8_t>(); break;
