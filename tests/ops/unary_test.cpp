@@ -184,3 +184,18 @@ TEST(Unary, PredicatesAndLogicalNot) {
 
 }  // namespace
 }  // namespace flambeau::testing
+
+namespace flambeau::testing {
+namespace {
+
+// The float32 erf (and so gelu) is a fitted approximation: bound its error on a dense grid.
+TEST(Unary, Float32ErfErrorBound) {
+  Tensor x = linspace(-6, 6, 1200001, kFloat32);
+  std::vector<double> xv = values(x), got = values(erf(x));
+  double worst = 0;
+  for (size_t i = 0; i < xv.size(); ++i) worst = std::max(worst, std::fabs(got[i] - std::erf(xv[i])));
+  EXPECT_LT(worst, 2.5e-7);
+}
+
+}  // namespace
+}  // namespace flambeau::testing
