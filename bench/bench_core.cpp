@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
       {"amax (all)", F, [&] { return a.amax(); }, [&] { return ta.amax(); }},
       {"softmax (last dim, 4096x4096)", 2 * F, [&] { return m.softmax(-1); }, [&] { return tm.softmax(-1); }},
       {"cast to bf16", 1.5 * F, [&] { return a.to(fl::kBFloat16); }, [&] { return ta.to(torch::kBFloat16); }},
+      {"clone (contiguous copy)", 2 * F, [&] { return a.clone(); }, [&] { return ta.clone(); }},
       {"transpose copy 4096x4096", 2 * F, [&] { return m.t().contiguous(); }, [&] { return tm.t().contiguous(); }},
   };
 

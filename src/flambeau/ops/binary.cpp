@@ -158,7 +158,9 @@ Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar
                                                     "] for integral input tensors, argument alpha must not be a floating point number");
   if (inplace) ops::check_inplace(name, *inplace, dt, shape);
   Tensor out = inplace ? *inplace : empty(shape, dt);
-  ops::ElemLoop L = ops::make_elem_loop(out, {a, inplace ? ops::unalias(out, b) : b});
+  Tensor b_copy;
+  const Tensor& bb = inplace ? (b_copy = ops::unalias(out, b)) : b;
+  ops::ElemLoop L = ops::make_elem_loop(out, {a, bb});
   const auto simd = simd_op(op, alpha);
   if (simd && (dt == kFloat32 || is_reduced_float(dt))) {
     ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {

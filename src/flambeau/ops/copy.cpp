@@ -64,7 +64,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (data_ptr() == src.data_ptr() && dtype() == src.dtype() && strides() == src.strides() &&
       sizes() == src.sizes())
     return *this;
-  ops::ElemLoop L = ops::make_elem_loop(*this, {ops::unalias(*this, src)});
+  const Tensor source = ops::unalias(*this, src);
+  ops::ElemLoop L = ops::make_elem_loop(*this, {source});
   if (try_transpose_copy(L)) return *this;
   ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
     kernels::convert(p[1], L.dtype[1], st[1], p[0], L.dtype[0], st[0], n);

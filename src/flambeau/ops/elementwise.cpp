@@ -7,7 +7,7 @@
 
 namespace flambeau::ops {
 
-ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs) {
+ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<std::reference_wrapper<const Tensor>> inputs) {
   ElemLoop L;
   L.n_ops = 1 + int(inputs.size());
   const int64_t nd = out.dim();

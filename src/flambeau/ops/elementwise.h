@@ -27,7 +27,7 @@ struct ElemLoop {
 };
 
 // `inputs` must broadcast to out's shape.
-ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<Tensor> inputs);
+ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<std::reference_wrapper<const Tensor>> inputs);
 
 // Calls row(ptrs, inner_strides, n) on every innermost run; rows are split among threads.
 template <class Row>
