@@ -2,7 +2,6 @@
 // views. Copying a Tensor copies a handle, as in PyTorch; clone() copies the data.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>

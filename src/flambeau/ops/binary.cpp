@@ -209,7 +209,7 @@ Tensor logical(const char* name, const Tensor& a, const Tensor& b, const F& f) {
   return out;
 }
 
-// Output shape and dtype of a ternary op; `out` set to a new tensor.
+// A new output for a ternary op: the broadcast shape of its three operands.
 Tensor ternary_out(const char* name, const Tensor& a, const Tensor& b, const Tensor& c, DType dt) {
   return empty(broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes(), name), c.sizes(), name), dt);
 }

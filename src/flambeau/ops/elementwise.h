@@ -5,7 +5,6 @@
 // dtypes and gathering strided or broadcast operands in small stack buffers on the way.
 #pragma once
 #include <algorithm>
-#include <functional>
 #include <initializer_list>
 
 #include "flambeau/core/parallel.h"

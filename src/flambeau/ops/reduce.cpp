@@ -12,6 +12,7 @@
 #include "flambeau/ops/reduce.h"
 
 namespace flambeau::ops {
+namespace {
 
 std::vector<bool> reduced_mask(const char* op, const Tensor& t, const Dims& dims) {
   std::vector<bool> reduced(size_t(std::max<int64_t>(t.dim(), 1)), dims.empty());
@@ -22,6 +23,8 @@ std::vector<bool> reduced_mask(const char* op, const Tensor& t, const Dims& dims
   }
   return reduced;
 }
+
+}  // namespace
 
 Dims reduced_shape(const char* op, const Tensor& t, const Dims& dims, bool keepdim) {
   const std::vector<bool> reduced = reduced_mask(op, t, dims);
