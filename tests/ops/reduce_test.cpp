@@ -276,3 +276,27 @@ TEST(Determinism, ReductionsBitwiseIdenticalAcrossThreadCounts) {
 
 }  // namespace
 }  // namespace flambeau::testing
+
+namespace flambeau::testing {
+namespace {
+
+// Shapes big enough to split across threads and, for rows, into several fixed pieces.
+TEST(Reduce, LargeShapesAcrossThreadChunksAndPieces) {
+  for (const Dims& shape : {Dims{3, 150001}, Dims{70001, 3}, Dims{2, 300, 257}})
+    for (Layout layout : {Layout::Contiguous, Layout::Transposed}) {
+      Tensor x = random_tensor(shape, kFloat32, layout, 77, -2, 2);
+      std::vector<double> v = values(x);
+      for (const Dims& dims : {Dims{}, Dims{0}, Dims{-1}}) {
+        EXPECT_TRUE(all_close(values(sum(x, dims)), ref_reduce(v, shape, dims, g_sum), 1e-6, 1e-3))
+            << "sum " << shape_str(shape) << " " << shape_str(dims);
+        EXPECT_EQ(values(amax(x, dims)), ref_reduce(v, shape, dims, g_max)) << shape_str(shape);
+        EXPECT_EQ(values(amin(x, dims)), ref_reduce(v, shape, dims, g_min)) << shape_str(shape);
+      }
+      Tensor s = softmax(x, -1);
+      std::vector<double> row_sums = values(sum(s.to(kFloat64), {-1}));
+      for (double r : row_sums) EXPECT_NEAR(r, 1.0, 1e-5);
+    }
+}
+
+}  // namespace
+}  // namespace flambeau::testing
