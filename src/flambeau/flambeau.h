@@ -1,6 +1,7 @@
 // flambeau: the one header to include.
 #pragma once
 #include "flambeau/core/allocator.h"
+#include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/core/tensor.h"
 #include "flambeau/ops/ops.h"

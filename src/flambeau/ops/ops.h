@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "flambeau/core/generator.h"
 #include "flambeau/core/tensor.h"
 
 namespace flambeau {
@@ -108,6 +109,23 @@ Tensor all(const Tensor& t, const Dims& dims = {}, bool keepdim = false);
 Tensor count_nonzero(const Tensor& t, const Dims& dims = {});
 Tensor softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
+
+// ---- random sampling (gen: the default generator when not given) ----------------------
+Tensor& uniform_(Tensor& t, double from = 0, double to = 1, std::optional<Generator> gen = {});
+Tensor& normal_(Tensor& t, double mean = 0, double std = 1, std::optional<Generator> gen = {});
+Tensor& exponential_(Tensor& t, double lambd = 1, std::optional<Generator> gen = {});
+Tensor& bernoulli_(Tensor& t, double p = 0.5, std::optional<Generator> gen = {});
+// One draw per element with that element's probability; same shape and dtype as p.
+Tensor bernoulli(const Tensor& p, std::optional<Generator> gen = {});
+Tensor rand(const Dims& shape, DType dtype = kFloat32, std::optional<Generator> gen = {});
+Tensor randn(const Dims& shape, DType dtype = kFloat32, std::optional<Generator> gen = {});
+// Uniform integers in [low, high).
+Tensor randint(int64_t low, int64_t high, const Dims& shape, DType dtype = kInt64, std::optional<Generator> gen = {});
+Tensor randint(int64_t high, const Dims& shape, DType dtype = kInt64, std::optional<Generator> gen = {});
+Tensor randperm(int64_t n, DType dtype = kInt64, std::optional<Generator> gen = {});
+// Indices drawn from each row of probs (1-D or 2-D, non-negative, any positive sum).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   std::optional<Generator> gen = {});
 
 // ---- operators --------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -113,7 +113,8 @@ struct ProdRed {
   using Acc = std::conditional_t<std::is_floating_point_v<CT>, double, CT>;
   static Acc identity() { return Acc(1); }
   static Acc step(Acc a, CT x) {
-    if constexpr (std::is_integral_v<CT> && !std::is_same_v<CT, bool>) return CT(std::make_unsigned_t<CT>(a) * std::make_unsigned_t<CT>(x));
+    if constexpr (std::is_same_v<CT, bool>) return a && x;
+    else if constexpr (std::is_integral_v<CT>) return CT(std::make_unsigned_t<CT>(a) * std::make_unsigned_t<CT>(x));
     else return a * x;
   }
   static Acc merge(Acc a, Acc b) {
