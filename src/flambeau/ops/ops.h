@@ -110,6 +110,15 @@ Tensor count_nonzero(const Tensor& t, const Dims& dims = {});
 Tensor softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
 
+// ---- scans along one dim --------------------------------------------------------------
+// Integer and bool inputs accumulate in int64 (as torch.cumsum); dtype overrides.
+Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
+Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
+// (values, indices); NaN propagates; ties and repeated NaNs give the latest index.
+std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim);
+std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim);
+Tensor logcumsumexp(const Tensor& t, int64_t dim);
+
 // ---- random sampling (gen: the default generator when not given) ----------------------
 Tensor& uniform_(Tensor& t, double from = 0, double to = 1, std::optional<Generator> gen = {});
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, std::optional<Generator> gen = {});

@@ -1,0 +1,115 @@
+// Scans along one dim: cumsum, cumprod, cummax/cummin (values and indices), logcumsumexp.
+// The dim is moved last and made contiguous; each row is scanned in order by one thread,
+// so results do not depend on the thread count. Float scans accumulate in double (as
+// PyTorch's CPU kernels do).
+#include <cmath>
+#include <limits>
+
+#include "flambeau/core/parallel.h"
+#include "flambeau/ops/elementwise.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau {
+namespace {
+
+// Calls row(in, out, n) for every row of t along `dim` (in: CT values, out: OutT), in
+// parallel, and returns the results laid out like t.
+template <class CT, class OutT, class Row>
+Tensor scan_rows(const char* op, const Tensor& t, int64_t dim, const Row& row) {
+  if (t.dim() == 0) return scan_rows<CT, OutT>(op, t.reshape({1}), 0, row).reshape({});
+  dim = wrap_dim(dim, t.dim(), op);
+  const Tensor x = t.transpose(dim, -1).to(dtype_v<CT>).contiguous();
+  Tensor out = empty(x.sizes(), dtype_v<OutT>);
+  const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
+  const CT* in = x.template data<CT>();
+  OutT* o = out.template data<OutT>();
+  parallel_for(0, rows, std::max<int64_t>(1, ops::kElemGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) row(in + r * n, o + r * n, n);
+  });
+  return out.transpose(dim, -1).contiguous();
+}
+
+DType cum_dtype(const Tensor& t, std::optional<DType> dtype) {
+  return dtype.value_or(is_floating(t.dtype()) ? t.dtype() : kInt64);
+}
+
+template <bool kProd>
+Tensor cum_op(const char* op, const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+  const DType dt = cum_dtype(t, dtype);
+  FLB_CHECK(dt != kBool, TypeError, "[", op, "] bool is not a valid accumulation dtype");
+  Tensor r;
+  ops::visit_compute_type(dt, [&]<class CT>() {
+    if constexpr (!std::is_same_v<CT, bool>) {
+      using Acc = std::conditional_t<std::is_floating_point_v<CT>, double, CT>;
+      r = scan_rows<CT, CT>(op, t, dim, [](const CT* x, CT* y, int64_t n) {
+        Acc acc = kProd ? Acc(1) : Acc(0);
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (std::is_integral_v<CT>) {  // wraps on overflow, like PyTorch
+            using U = std::make_unsigned_t<CT>;
+            acc = CT(kProd ? U(acc) * U(x[i]) : U(acc) + U(x[i]));
+          } else {
+            acc = kProd ? acc * x[i] : acc + x[i];
+          }
+          y[i] = CT(acc);
+        }
+      });
+    }
+  });
+  return r.to(dt);
+}
+
+// Running max/min with PyTorch's index rule: a NaN, or a value >= (<=) the running one,
+// takes over, so ties and repeated NaNs report the latest index.
+template <bool kMax>
+std::pair<Tensor, Tensor> cum_extreme(const char* op, const Tensor& t, int64_t dim) {
+  Tensor values, indices;
+  ops::visit_compute_type(t.dtype(), [&]<class CT>() {
+    const Tensor ix = scan_rows<CT, int64_t>(op, t, dim, [](const CT* x, int64_t* y, int64_t n) {
+      CT best = x[0];
+      int64_t bi = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        bool take = kMax ? x[i] >= best : x[i] <= best;
+        if constexpr (std::is_floating_point_v<CT>) take = std::isnan(x[i]) || (!std::isnan(best) && take);
+        if (take) best = x[i], bi = i;
+        y[i] = bi;
+      }
+    });
+    indices = ix;
+    // The values are the inputs gathered at the running indices.
+    values = scan_rows<CT, CT>(op, t, dim, [](const CT* x, CT* y, int64_t n) {
+      CT best = x[0];
+      for (int64_t i = 0; i < n; ++i) {
+        bool take = kMax ? x[i] >= best : x[i] <= best;
+        if constexpr (std::is_floating_point_v<CT>) take = std::isnan(x[i]) || (!std::isnan(best) && take);
+        if (take) best = x[i];
+        y[i] = best;
+      }
+    });
+  });
+  return {values.to(t.dtype()), indices};
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) { return cum_op<false>("cumsum", t, dim, dtype); }
+Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype) { return cum_op<true>("cumprod", t, dim, dtype); }
+std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim) { return cum_extreme<true>("cummax", t, dim); }
+std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim) { return cum_extreme<false>("cummin", t, dim); }
+
+Tensor logcumsumexp(const Tensor& t, int64_t dim) {
+  FLB_CHECK(is_floating(t.dtype()), TypeError, "[logcumsumexp] expected a floating point tensor, got ",
+            dtype_name(t.dtype()));
+  Tensor r = scan_rows<double, double>("logcumsumexp", t, dim, [](const double* x, double* y, int64_t n) {
+    double acc = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+      // log(exp(acc) + exp(x)) without overflow; equal infinities stay as they are.
+      const double a = acc, b = x[i];
+      const double lo = std::isnan(b) ? b : std::min(a, b), hi = std::isnan(b) ? b : std::max(a, b);
+      acc = (lo != hi || std::isfinite(lo)) ? hi + std::log1p(std::exp(lo - hi)) : a;
+      y[i] = acc;
+    }
+  });
+  return r.to(t.dtype());
+}
+
+}  // namespace flambeau
