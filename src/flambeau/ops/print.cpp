@@ -116,9 +116,14 @@ std::string tensor_str(const Tensor& t, int64_t indent, bool summarize, const Fo
   } else {
     for (int64_t i = 0; i < n; ++i) slices.push_back(tensor_str(t[i], indent + 1, summarize, f));
   }
-  const std::string sep = "," + std::string(size_t(t.dim() - 1), '\n') + std::string(indent + 1, ' ');
+  std::string sep(size_t(t.dim() - 1), '\n');
+  sep.insert(sep.begin(), ',');
+  sep.append(size_t(indent + 1), ' ');
   std::string s = "[";
-  for (size_t i = 0; i < slices.size(); ++i) s += (i ? sep : "") + slices[i];
+  for (size_t i = 0; i < slices.size(); ++i) {
+    if (i) s += sep;
+    s += slices[i];
+  }
   return s + "]";
 }
 
