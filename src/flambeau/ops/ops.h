@@ -110,6 +110,21 @@ Tensor count_nonzero(const Tensor& t, const Dims& dims = {});
 Tensor softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
 
+// ---- matrix products --------------------------------------------------------------------
+// Operands share one dtype. float32/float64 run on OpenBLAS; 16-bit floats accumulate in
+// float32; integers in int64.
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+// torch.matmul: 1-D operands, batch broadcasting.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// beta * self + alpha * (a @ b); beta == 0 ignores self.
+Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
+Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta = 1, Scalar alpha = 1);
+// x @ weight.T + bias, weight of shape [out_features, in_features].
+Tensor linear(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias = {});
+Tensor outer(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);
+
 // ---- scans along one dim --------------------------------------------------------------
 // Integer and bool inputs accumulate in int64 (as torch.cumsum); dtype overrides.
 Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype = {});
