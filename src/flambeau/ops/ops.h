@@ -134,6 +134,12 @@ std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim);
 std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim);
 Tensor logcumsumexp(const Tensor& t, int64_t dim);
 
+// ---- sorting along one dim ---------------------------------------------------------------
+// (values, indices). Always stable (`stable` is accepted for PyTorch's signature); NaN is
+// larger than every number.
+std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
+
 // ---- random sampling (gen: the default generator when not given) ----------------------
 Tensor& uniform_(Tensor& t, double from = 0, double to = 1, std::optional<Generator> gen = {});
 Tensor& normal_(Tensor& t, double mean = 0, double std = 1, std::optional<Generator> gen = {});
