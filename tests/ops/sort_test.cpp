@@ -59,3 +59,44 @@ TEST(Sort, NaNPlacementAndEdgeCases) {
 
 }  // namespace
 }  // namespace flambeau::testing
+
+namespace flambeau::testing {
+namespace {
+
+TEST(Sort, TopkKthvalueUniqueSearchsorted) {
+  Tensor x = from_vector<float>({5, 1, 4, 1, 3, 9, 2, 6}, Dims{2, 4});
+  auto [tv, ti] = topk(x, 2, 1);
+  EXPECT_EQ(values(tv), (std::vector<double>{5, 4, 9, 6}));
+  EXPECT_EQ(values(ti), (std::vector<double>{0, 2, 1, 3}));
+  EXPECT_THROW(topk(x, 3, 0, false), IndexError);  // k larger than dim 0 (size 2)
+  EXPECT_THROW(topk(x, 5, 1), IndexError);
+  auto [lv, li] = topk(x, 1, 0, false);
+  EXPECT_EQ(values(lv), (std::vector<double>{3, 1, 2, 1}));
+  EXPECT_EQ(values(li), (std::vector<double>{1, 0, 1, 0}));
+  auto [kv, ki] = kthvalue(x, 2, 1);
+  EXPECT_EQ(values(kv), (std::vector<double>{1, 3}));  // rows sorted: 1 1 4 5 / 2 3 6 9
+  EXPECT_EQ(values(ki), (std::vector<double>{3, 0}));  // stable: the second 1 is at index 3
+  EXPECT_EQ(kthvalue(x, 2, 1, true).first.sizes(), (Dims{2, 1}));
+  EXPECT_THROW(kthvalue(x, 0, 1), IndexError);
+
+  auto [u, inv, cnt] = unique(from_vector<int64_t>({3, 1, 3, 2, 1, 3}, Dims{2, 3}), true, true, true);
+  EXPECT_EQ(values(u), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(inv.sizes(), (Dims{2, 3}));
+  EXPECT_EQ(values(inv), (std::vector<double>{2, 0, 2, 1, 0, 2}));
+  EXPECT_EQ(values(cnt), (std::vector<double>{2, 1, 3}));
+  auto [un, in2, c2] = unique(from_vector<float>({NAN, 1, NAN}));
+  EXPECT_EQ(un.numel(), 3);  // NaNs are not merged
+  EXPECT_FALSE(in2.defined());
+  EXPECT_FALSE(c2.defined());
+
+  Tensor seq = from_vector<float>({1, 3, 5, 7, 9});
+  Tensor q = from_vector<float>({3, 6, 9, 0, 10, NAN});
+  EXPECT_EQ(values(searchsorted(seq, q)), (std::vector<double>{1, 3, 4, 0, 5, 5}));
+  EXPECT_EQ(values(searchsorted(seq, q, true)), (std::vector<double>{2, 3, 5, 0, 5, 5}));
+  Tensor seq2 = from_vector<float>({1, 3, 5, 2, 4, 6}, Dims{2, 3});
+  EXPECT_EQ(values(searchsorted(seq2, from_vector<float>({3, 3}, Dims{2, 1}))), (std::vector<double>{1, 1}));
+  EXPECT_THROW(searchsorted(seq2, from_vector<float>({3, 3, 3}, Dims{3, 1})), ValueError);
+}
+
+}  // namespace
+}  // namespace flambeau::testing

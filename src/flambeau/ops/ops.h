@@ -2,6 +2,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -139,6 +140,16 @@ Tensor logcumsumexp(const Tensor& t, int64_t dim);
 // larger than every number.
 std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
 Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false, bool stable = false);
+// The k largest (or smallest) along dim, sorted.
+std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// The k-th smallest (1-based) along dim.
+std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim = -1, bool keepdim = false);
+// Sorted distinct values of all elements; inverse (shaped like t) and counts when asked
+// (undefined tensors otherwise). NaNs are not merged, as in PyTorch.
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted = true, bool return_inverse = false,
+                                          bool return_counts = false);
+// Insertion points of values in sorted_sequence (1-D, or N-D sharing values' leading dims).
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
 
 // ---- random sampling (gen: the default generator when not given) ----------------------
 Tensor& uniform_(Tensor& t, double from = 0, double to = 1, std::optional<Generator> gen = {});

@@ -1,15 +1,28 @@
-// Sorting along one dim: sort (stable on request, ascending or descending) and argsort.
+// Sorting along one dim: sort (always stable, ascending or descending), argsort, topk,
+// kthvalue; unique over all elements; searchsorted.
 // NaN sorts as larger than every number, as in PyTorch: last ascending, first descending.
 // Rows are moved last, made contiguous and sorted independently in parallel.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "flambeau/core/parallel.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
+namespace {
+// The order sort uses: NaN is larger than every number.
+template <class T>
+bool nan_last_less(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a)) return false;
+    if (std::isnan(b)) return true;
+  }
+  return a < b;
+}
+}  // namespace
 
 std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
@@ -22,14 +35,7 @@ std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bo
     const CT* in = x.template data<CT>();
     CT* vo = v.template data<CT>();
     int64_t* io = ix.data<int64_t>();
-    // a before b: NaN is the largest value; equal keys keep their order (stable).
-    auto less = [](CT a, CT b) {
-      if constexpr (std::is_floating_point_v<CT>) {
-        if (std::isnan(a)) return false;
-        if (std::isnan(b)) return true;
-      }
-      return a < b;
-    };
+    auto less = [](CT a, CT b) { return nan_last_less(a, b); };
     parallel_for(0, rows, std::max<int64_t>(1, ops::kElemGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         const CT* row = in + r * n;
@@ -49,6 +55,87 @@ std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bo
 
 Tensor argsort(const Tensor& t, int64_t dim, bool descending, bool stable) {
   return sort(t, dim, descending, stable).second;
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted) {
+  const int64_t d = wrap_dim(dim, t.dim(), "topk");
+  const int64_t n = t.dim() ? t.size(d) : 1;
+  FLB_CHECK(k >= 0 && k <= n, IndexError, "[topk] k (", k, ") is out of range for dimension ", d, " with size ", n);
+  auto [v, i] = sort(t, dim, largest);
+  if (t.dim() == 0) return {v, i};
+  (void)sorted;  // the k results always come sorted
+  return {v.narrow(d, 0, k).contiguous(), i.narrow(d, 0, k).contiguous()};
+}
+
+std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool keepdim) {
+  const int64_t d = wrap_dim(dim, t.dim(), "kthvalue");
+  const int64_t n = t.dim() ? t.size(d) : 1;
+  FLB_CHECK(k >= 1 && k <= n, IndexError, "[kthvalue] selected number k (", k, ") out of range for dimension ", d,
+            " with size ", n);
+  auto [v, i] = sort(t, dim);
+  if (t.dim() == 0) return {v, i};
+  Tensor kv = v.narrow(d, k - 1, 1), ki = i.narrow(d, k - 1, 1);
+  if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
+  return {kv.contiguous(), ki.contiguous()};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted, bool return_inverse, bool return_counts) {
+  (void)sorted;  // results always come sorted, as PyTorch's CPU unique does
+  auto [v, order] = sort(t.reshape({-1}), 0);
+  const int64_t n = v.numel();
+  std::vector<int64_t> group_of(static_cast<size_t>(n)), counts;
+  std::vector<int64_t> firsts;
+  const Tensor vd = v.to(kFloat64);
+  const double* p = vd.data<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    const bool same = i > 0 && p[i] == p[i - 1];  // NaN != NaN: each NaN is its own value
+    if (!same) {
+      firsts.push_back(i);
+      counts.push_back(0);
+    }
+    ++counts.back();
+    group_of[size_t(i)] = int64_t(firsts.size()) - 1;
+  }
+  Tensor values = empty({int64_t(firsts.size())}, t.dtype());
+  for (size_t g = 0; g < firsts.size(); ++g) values.narrow(0, int64_t(g), 1).copy_(v.narrow(0, firsts[g], 1));
+  Tensor inverse, count_t;
+  if (return_inverse) {
+    inverse = empty({n}, kInt64);
+    const int64_t* o = order.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) inverse.data<int64_t>()[o[i]] = group_of[size_t(i)];
+    inverse = inverse.reshape(t.sizes());
+  }
+  if (return_counts) count_t = from_vector<int64_t>(counts);
+  return {values, inverse, count_t};
+}
+
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right) {
+  const Tensor& seq = sorted_sequence;
+  FLB_CHECK(seq.dim() >= 1, ValueError, "[searchsorted] the sorted sequence must have at least one dimension");
+  const bool one_d = seq.dim() == 1;
+  if (!one_d) {
+    FLB_CHECK(values.dim() == seq.dim(), ValueError, "[searchsorted] boundaries ", shape_str(seq.sizes()), " and input ",
+              shape_str(values.sizes()), " must have the same number of dims when the boundaries are N-D");
+    for (int64_t d = 0; d + 1 < seq.dim(); ++d)
+      FLB_CHECK(seq.size(d) == values.size(d), ValueError, "[searchsorted] boundaries ", shape_str(seq.sizes()),
+                " and input ", shape_str(values.sizes()), " must agree on all but the last dimension");
+  }
+  const Tensor s = seq.to(kFloat64).contiguous(), v = values.to(kFloat64).contiguous();
+  const int64_t n = s.size(-1), m = values.dim() ? values.size(-1) : 1;
+  Tensor out = empty(values.sizes(), kInt64);
+  const double* sp = s.data<double>();
+  const double* vp = v.data<double>();
+  int64_t* o = out.data<int64_t>();
+  const int64_t total = v.numel();
+  parallel_for(0, total, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const double* row = one_d ? sp : sp + (i / m) * n;
+      const double x = vp[i];
+      o[i] = right ? std::upper_bound(row, row + n, x, [](double a, double c) { return nan_last_less(a, c); }) - row
+                   : std::lower_bound(row, row + n, x, [](double a, double c) { return nan_last_less(a, c); }) - row;
+    }
+  });
+  return out;
 }
 
 }  // namespace flambeau
