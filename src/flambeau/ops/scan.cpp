@@ -64,24 +64,24 @@ template <bool kMax>
 std::pair<Tensor, Tensor> cum_extreme(const char* op, const Tensor& t, int64_t dim) {
   Tensor values, indices;
   ops::visit_compute_type(t.dtype(), [&]<class CT>() {
-    const Tensor ix = scan_rows<CT, int64_t>(op, t, dim, [](const CT* x, int64_t* y, int64_t n) {
-      CT best = x[0];
+    auto takes_over = [](CT x, CT best) {
+      const bool better = kMax ? x >= best : x <= best;
+      if constexpr (std::is_floating_point_v<CT>) return std::isnan(x) || (!std::isnan(best) && better);
+      else return better;
+    };
+    const Tensor ix = scan_rows<CT, int64_t>(op, t, dim, [&](const CT* x, int64_t* y, int64_t n) {
       int64_t bi = 0;
       for (int64_t i = 0; i < n; ++i) {
-        bool take = kMax ? x[i] >= best : x[i] <= best;
-        if constexpr (std::is_floating_point_v<CT>) take = std::isnan(x[i]) || (!std::isnan(best) && take);
-        if (take) best = x[i], bi = i;
+        if (takes_over(x[i], x[bi])) bi = i;
         y[i] = bi;
       }
     });
     indices = ix;
     // The values are the inputs gathered at the running indices.
-    values = scan_rows<CT, CT>(op, t, dim, [](const CT* x, CT* y, int64_t n) {
+    values = scan_rows<CT, CT>(op, t, dim, [&](const CT* x, CT* y, int64_t n) {
       CT best = x[0];
       for (int64_t i = 0; i < n; ++i) {
-        bool take = kMax ? x[i] >= best : x[i] <= best;
-        if constexpr (std::is_floating_point_v<CT>) take = std::isnan(x[i]) || (!std::isnan(best) && take);
-        if (take) best = x[i];
+        if (takes_over(x[i], best)) best = x[i];
         y[i] = best;
       }
     });
