@@ -57,7 +57,6 @@ bool try_transpose_copy(const ops::ElemLoop& L) {
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  broadcast_shapes(sizes(), src.sizes(), "copy_");
   FLB_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), ValueError,
             "[copy_] source of shape ", shape_str(src.sizes()), " cannot be broadcast to ", shape_str(sizes()));
   if (numel() == 0) return *this;
