@@ -98,5 +98,55 @@ TEST(Sort, TopkKthvalueUniqueSearchsorted) {
   EXPECT_THROW(searchsorted(seq2, from_vector<float>({3, 3, 3}, Dims{3, 1})), ValueError);
 }
 
+// Rows long enough for the radix path (> 256), and one row long enough to be split among
+// threads: values and indices must equal a stable comparison sort, with 1 and 2 threads.
+TEST(Sort, LongRowsMatchStableSortWithAnyThreadCount) {
+  const int saved = get_num_threads();
+  for (DType dt : {kFloat32, kFloat64, kInt64, kInt16, kBFloat16})
+    for (int64_t n : {int64_t(300), int64_t(200000)})
+      for (bool descending : {false, true}) {
+        Tensor x = random_tensor({n}, dt, Layout::Contiguous, 11, -50, 50);
+        if (is_floating(dt)) {  // NaNs, signed zeros and infinities among many ties
+          Tensor v = x.narrow(0, 0, 6);
+          set_values(v, {NAN, -0.0, 0.0, INFINITY, -INFINITY, NAN});
+        }
+        std::vector<double> xv = values(x);
+        std::vector<int64_t> order(static_cast<size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        auto less = [](double a, double b) { return !std::isnan(a) && (std::isnan(b) || a < b); };
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          return descending ? less(xv[size_t(b)], xv[size_t(a)]) : less(xv[size_t(a)], xv[size_t(b)]);
+        });
+        set_num_threads(1);
+        auto [v1, i1] = sort(x, 0, descending);
+        set_num_threads(2);
+        auto [v2, i2] = sort(x, 0, descending);
+        ASSERT_TRUE(bitwise_equal(v1, v2) && bitwise_equal(i1, i2)) << dtype_name(dt) << " n " << n;
+        std::vector<double> iv = values(i1);
+        for (int64_t k = 0; k < n; ++k) ASSERT_EQ(iv[size_t(k)], double(order[size_t(k)])) << dtype_name(dt) << " at " << k;
+        if (is_floating(dt)) {  // signed zeros come back as they were
+          const std::vector<double> vv = values(v1);
+          for (int64_t k = 0; k < n; ++k)
+            if (vv[size_t(k)] == 0) ASSERT_EQ(std::signbit(vv[size_t(k)]), std::signbit(xv[size_t(order[size_t(k)])]));
+        }
+      }
+  set_num_threads(saved);
+}
+
+TEST(Sort, TopkAndKthvalueAgreeWithSortOnLongRows) {
+  Tensor x = random_tensor({3, 5000}, kFloat32, Layout::Transposed, 4, -20, 20);  // many ties
+  for (bool largest : {true, false}) {
+    auto [sv, si] = sort(x, 1, largest);
+    auto [tv, ti] = topk(x, 50, 1, largest);
+    EXPECT_TRUE(bitwise_equal(tv, sv.narrow(1, 0, 50).contiguous()));
+    EXPECT_TRUE(bitwise_equal(ti, si.narrow(1, 0, 50).contiguous()));
+  }
+  auto [sv, si] = sort(x, 1);
+  auto [kv, ki] = kthvalue(x, 777, 1);
+  EXPECT_TRUE(bitwise_equal(kv, sv.select(1, 776).contiguous()));
+  EXPECT_TRUE(bitwise_equal(ki, si.select(1, 776).contiguous()));
+  EXPECT_EQ(topk(x, 0, 1).first.sizes(), (Dims{3, 0}));
+}
+
 }  // namespace
 }  // namespace flambeau::testing

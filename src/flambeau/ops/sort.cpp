@@ -8,11 +8,15 @@
 #include <tuple>
 
 #include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/radix_sort.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
 namespace {
+using kernels::KeyIndex;
+using kernels::radix_key;
+
 // The order sort uses: NaN is larger than every number.
 template <class T>
 bool nan_last_less(T a, T b) {
@@ -22,35 +26,78 @@ bool nan_last_less(T a, T b) {
   }
   return a < b;
 }
-}  // namespace
 
-std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
-  if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
-  dim = wrap_dim(dim, t.dim(), "sort");
+template <class CT>
+using KeyOf = decltype(radix_key(CT{}));
+
+// Pairs (key, position) of one row; keys inverted for descending order.
+template <class CT>
+void load_keys(const CT* row, int64_t n, bool descending, KeyIndex<KeyOf<CT>>* out) {
+  using K = KeyOf<CT>;
+  parallel_for(0, n, ops::kElemGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const K k = radix_key(row[i]);
+      out[i] = {descending ? K(~k) : k, uint32_t(i)};
+    }
+  });
+}
+
+// Writes the first m sorted pairs as values (read back from the row) and indices.
+template <class CT, class K>
+void store_sorted(const KeyIndex<K>* sorted, int64_t m, const CT* row, CT* values, int64_t* indices) {
+  parallel_for(0, m, ops::kElemGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      indices[i] = sorted[i].index;
+      values[i] = row[sorted[i].index];
+    }
+  });
+}
+
+// The (key, position) order: a total order whose sorted sequence is the stable sort's.
+template <class K>
+bool before(const KeyIndex<K>& a, const KeyIndex<K>& b) {
+  return a.key < b.key || (a.key == b.key && a.index < b.index);
+}
+
+// Runs f(row_in, row_values_out, row_indices_out, n, scratch) on every row of t along dim,
+// where the output rows have `out_n` elements; returns (values, indices) along dim.
+template <class F>
+std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, int64_t out_n, const F& f) {
+  FLB_CHECK(t.dim() == 0 || t.size(dim) < (int64_t(1) << 32), ValueError, "[", op,
+            "] rows of 2^32 elements or more are not supported, got ", shape_str(t.sizes()));
   Tensor values, indices;
   ops::visit_compute_type(t.dtype(), [&]<class CT>() {
     const Tensor x = t.transpose(dim, -1).to(dtype_v<CT>).contiguous();
-    Tensor v = empty(x.sizes(), dtype_v<CT>), ix = empty(x.sizes(), kInt64);
+    Dims shape = x.sizes();
+    shape.back() = out_n;
+    Tensor v = empty(shape, dtype_v<CT>), ix = empty(shape, kInt64);
     const int64_t n = x.size(-1), rows = n ? x.numel() / n : 0;
     const CT* in = x.template data<CT>();
     CT* vo = v.template data<CT>();
     int64_t* io = ix.data<int64_t>();
-    auto less = [](CT a, CT b) { return nan_last_less(a, b); };
     parallel_for(0, rows, std::max<int64_t>(1, ops::kElemGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        const CT* row = in + r * n;
-        int64_t* order = io + r * n;
-        std::iota(order, order + n, 0);
-        auto cmp = [&](int64_t i, int64_t j) { return descending ? less(row[j], row[i]) : less(row[i], row[j]); };
-        // Always stable: the result does not depend on the library's unstable algorithm.
-        std::stable_sort(order, order + n, cmp);
-        for (int64_t i = 0; i < n; ++i) vo[r * n + i] = row[order[i]];
-      }
+      std::vector<KeyIndex<KeyOf<CT>>> scratch(size_t(2 * n));
+      for (int64_t r = b; r < e; ++r) f(in + r * n, vo + r * out_n, io + r * out_n, n, scratch.data());
     });
     values = v.to(t.dtype()).transpose(dim, -1).contiguous();
     indices = ix.transpose(dim, -1).contiguous();
   });
   return {values, indices};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
+  if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
+  dim = wrap_dim(dim, t.dim(), "sort");
+  // Always stable: radix sort (stable by construction), std::stable_sort for short rows.
+  return per_row("sort", t, dim, t.size(dim), [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t n, KI* buf) {
+    load_keys(row, n, descending, buf);
+    KI* sorted = buf;
+    if (n <= 256) std::stable_sort(buf, buf + n, [](const KI& a, const KI& b) { return a.key < b.key; });
+    else sorted = kernels::radix_sort(buf, buf + n, n);
+    store_sorted(sorted, n, row, vo, io);
+  });
 }
 
 Tensor argsort(const Tensor& t, int64_t dim, bool descending, bool stable) {
@@ -61,10 +108,15 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
   const int64_t d = wrap_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 0 && k <= n, IndexError, "[topk] k (", k, ") is out of range for dimension ", d, " with size ", n);
-  auto [v, i] = sort(t, dim, largest);
-  if (t.dim() == 0) return {v, i};
+  if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   (void)sorted;  // the k results always come sorted
-  return {v.narrow(d, 0, k).contiguous(), i.narrow(d, 0, k).contiguous()};
+  // Selection then a sort of the k chosen: the same k, in the same order, as a stable sort.
+  return per_row("topk", t, d, k, [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t len, KI* buf) {
+    load_keys(row, len, largest, buf);
+    if (k < len) std::nth_element(buf, buf + k, buf + len, before<decltype(KI::key)>);
+    std::sort(buf, buf + k, before<decltype(KI::key)>);
+    store_sorted(buf, k, row, vo, io);
+  });
 }
 
 std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool keepdim) {
@@ -72,11 +124,14 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 1 && k <= n, IndexError, "[kthvalue] selected number k (", k, ") out of range for dimension ", d,
             " with size ", n);
-  auto [v, i] = sort(t, dim);
-  if (t.dim() == 0) return {v, i};
-  Tensor kv = v.narrow(d, k - 1, 1), ki = i.narrow(d, k - 1, 1);
+  if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
+  auto [kv, ki] = per_row("kthvalue", t, d, 1, [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t len, KI* buf) {
+    load_keys(row, len, false, buf);
+    std::nth_element(buf, buf + (k - 1), buf + len, before<decltype(KI::key)>);
+    store_sorted(buf + (k - 1), 1, row, vo, io);
+  });
   if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
-  return {kv.contiguous(), ki.contiguous()};
+  return {kv, ki};
 }
 
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted, bool return_inverse, bool return_counts) {
