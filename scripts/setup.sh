@@ -8,7 +8,7 @@ apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   python3 python3-venv python3-pip
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-openmp-dev
+  libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev
 )
 missing=()
 for p in "${apt_packages[@]}"; do

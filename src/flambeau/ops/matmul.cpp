@@ -1,8 +1,11 @@
 // Matrix products: mm, bmm, matmul (PyTorch's broadcasting and 1-D rules), addmm,
 // baddbmm, linear, outer, dot. float32/float64 go to OpenBLAS (s/dgemm), with transposed
-// operands passed as BLAS transposes instead of copies; float16/bfloat16 are multiplied in
-// float32 (accumulating in float32) and rounded once; integers use an int64-accumulating loop.
+// operands passed as BLAS transposes instead of copies; bfloat16 runs on oneDNN where the CPU
+// has AVX512-BF16; otherwise float16/bfloat16 are converted to float32, multiplied there and
+// rounded once; integers use an int64-accumulating loop.
 #include <cblas.h>
+
+#include "flambeau/kernels/cpu/gemm_bf16.h"
 
 #include "flambeau/core/parallel.h"
 #include "flambeau/ops/ops.h"
@@ -104,11 +107,26 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
             dtype_name(a.dtype()), " != ", dtype_name(b.dtype()));
 }
 
+// bf16 through oneDNN: the float32 product is scaled, added to beta * out and rounded once.
+// False when oneDNN declines the problem (the caller falls back to float32 sgemm).
+bool native_bf16_gemm(const Tensor& a, const Tensor& b, Tensor& out, Scalar alpha, Scalar beta) {
+  const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  Tensor prod = empty({n, m}, kFloat32);
+  if (!kernels::bf16_gemm_onednn(a.data<BFloat16>(), a.stride(0), a.stride(1), b.data<BFloat16>(), b.stride(0),
+                                 b.stride(1), prod.data<float>(), n, k, m))
+    return false;
+  if (alpha.to_double() != 1) prod = mul(prod, alpha);
+  if (beta.to_double() != 0) prod = add(prod, out.to(kFloat32), beta);
+  out.copy_(prod);
+  return true;
+}
+
 // out = alpha * a @ b + beta * out for 2-D a, b (shapes checked by the caller).
 void gemm(const Tensor& a, const Tensor& b, Tensor& out, Scalar alpha, Scalar beta) {
   const DType dt = a.dtype();
   if (dt == kFloat32) return blas_gemm<float>(a, b, out, alpha.to_double(), beta.to_double());
   if (dt == kFloat64) return blas_gemm<double>(a, b, out, alpha.to_double(), beta.to_double());
+  if (dt == kBFloat16 && kernels::bf16_gemm_native() && native_bf16_gemm(a, b, out, alpha, beta)) return;
   if (is_reduced_float(dt)) {
     Tensor acc = beta.to_double() != 0 ? out.to(kFloat32).contiguous() : empty(out.sizes(), kFloat32);
     blas_gemm<float>(a.to(kFloat32), b.to(kFloat32), acc, alpha.to_double(), beta.to_double());
@@ -128,6 +146,10 @@ void check_mm(const char* op, const Tensor& a, const Tensor& b) {
 }
 
 }  // namespace
+
+const char* bf16_matmul_backend() {
+  return kernels::bf16_gemm_native() ? "oneDNN (AVX512-BF16)" : "float32 OpenBLAS (no AVX512-BF16 on this CPU)";
+}
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b);
