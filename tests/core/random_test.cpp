@@ -3,6 +3,7 @@
 // ranges and argument checks.
 #include <set>
 
+#include "flambeau/kernels/cpu/simd_random.h"
 #include "test_util.h"
 
 namespace flambeau::testing {
@@ -106,6 +107,54 @@ TEST(Random, DistributionsHaveTheirMomentsAndRanges) {
   Tensor b = empty({n}, kFloat32);
   bernoulli_(b, 0.8, g);
   EXPECT_NEAR(mean_of(b), 0.8, 0.005);
+}
+
+// Kolmogorov-Smirnov statistic of samples against a CDF.
+template <class Cdf>
+double ks_statistic(const Tensor& samples, const Cdf& cdf) {
+  const Tensor sorted = sort(samples.to(kFloat64)).first;
+  const double* x = sorted.data<double>();
+  const int64_t n = sorted.numel();
+  double d = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double f = cdf(x[i]);
+    d = std::max({d, f - double(i) / double(n), double(i + 1) / double(n) - f});
+  }
+  return d;
+}
+
+TEST(Random, KolmogorovSmirnovOnOneMillionSamples) {
+  const int64_t n = 1 << 20;
+  const double critical = 1.95 / std::sqrt(double(n));  // alpha = 0.001
+  Generator g(21);
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor u = empty({n}, dt), z = empty({n}, dt), e = empty({n}, dt);
+    uniform_(u, -1, 3, g);
+    normal_(z, 0.5, 2, g);
+    exponential_(e, 1.5, g);
+    EXPECT_LT(ks_statistic(u, [](double x) { return std::clamp((x + 1) / 4, 0.0, 1.0); }), critical) << dtype_name(dt);
+    EXPECT_LT(ks_statistic(z, [](double x) { return 0.5 * std::erfc(-(x - 0.5) / (2 * std::sqrt(2.0))); }), critical)
+        << dtype_name(dt);
+    EXPECT_LT(ks_statistic(e, [](double x) { return x < 0 ? 0.0 : -std::expm1(-1.5 * x); }), critical) << dtype_name(dt);
+  }
+  // The statistic does see a wrong distribution.
+  Tensor wrong = empty({n});
+  normal_(wrong, 0.52, 2, g);
+  EXPECT_GT(ks_statistic(wrong, [](double x) { return 0.5 * std::erfc(-(x - 0.5) / (2 * std::sqrt(2.0))); }), critical);
+}
+
+// The SIMD Philox gives the scalar function's words, across a carry into the counter's
+// high word too.
+TEST(Random, SimdPhiloxMatchesScalar) {
+  for (uint64_t counter : {uint64_t(0), uint64_t(0xfffffff0u), uint64_t(123456789012345)}) {
+    std::vector<uint32_t> words(4 * 37);
+    kernels::philox_words(counter, {0xdeadbeef, 0x12345678}, words.data(), 37);
+    for (int64_t b = 0; b < 37; ++b) {
+      const uint64_t c = counter + uint64_t(b);
+      const auto w = philox4x32_10({uint32_t(c), uint32_t(c >> 32), 0, 0}, {0xdeadbeef, 0x12345678});
+      for (int l = 0; l < 4; ++l) ASSERT_EQ(words[size_t(4 * b + l)], w[size_t(l)]) << counter << " block " << b;
+    }
+  }
 }
 
 TEST(Random, RandpermAndMultinomial) {

@@ -125,6 +125,8 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta
 Tensor linear(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias = {});
 Tensor outer(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
+// Where bfloat16 products run: "oneDNN (AVX512-BF16)" or the float32 fallback.
+const char* bf16_matmul_backend();
 
 // ---- scans along one dim --------------------------------------------------------------
 // Integer and bool inputs accumulate in int64 (as torch.cumsum); dtype overrides.
@@ -150,6 +152,67 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted = true, b
                                           bool return_counts = false);
 // Insertion points of values in sorted_sequence (1-D, or N-D sharing values' leading dims).
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
+
+// ---- indexing ---------------------------------------------------------------------------
+// Every index is checked before anything is written: "[gather] index 7 is out of bounds
+// for dimension 1 with size 5". Index tensors are int64 (index_select, index_add/copy/fill,
+// embedding and advanced indexing also take int32). Where an op takes `src` or `value`, a
+// number may be passed (scalar source). In-place forms end in `_` and return self.
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+// out[i][j][k] = self[i][index[i][j][k]][k] for dim == 1 (and likewise for other dims).
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+// self[i][index[i][j][k]][k] = src[i][j][k] for dim == 1. Along dim, updates apply in
+// index order (the last of repeated indices wins; sums are ordered: deterministic).
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// reduce: "sum", "prod", "mean", "amax" or "amin"; include_self=false leaves self's old
+// values out of the reduction wherever src lands.
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
+Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                        const std::string& reduce, bool include_self = true);
+// self.select(dim, index[i]) += alpha * source.select(dim, i), in order of i.
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+// value: a number or 0-dim tensor; negative indices count from the end.
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value);
+Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value);
+// mask: bool, broadcasting to self (in-place) or with self (out-of-place).
+Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value);
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value);
+// The elements where mask is true, in row-major order, as a 1-D tensor.
+Tensor masked_select(const Tensor& self, const Tensor& mask);
+// Copies source's leading elements, in order, to where mask is true.
+Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source);
+Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source);
+// Indices [n, ndim] of the nonzero elements, in row-major order.
+Tensor nonzero(const Tensor& t);
+// Elements of self as if flattened (row-major); negative indices count from the end.
+Tensor take(const Tensor& self, const Tensor& index);
+// int64 [..., num_classes]; num_classes -1: max(t) + 1.
+Tensor one_hot(const Tensor& t, int64_t num_classes = -1);
+// weight[indices]: shape indices.shape + [embedding_dim]. padding_idx only matters for the
+// backward.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = {});
+// The dense gradient [num_weights, D] of embedding: row r sums, in token order, the rows of
+// grad_output whose index is r (reduced floats accumulate in float32); the padding_idx row
+// stays zero; scale_grad_by_freq divides each row by its token count.
+Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                                std::optional<int64_t> padding_idx = {}, bool scale_grad_by_freq = false);
+// Advanced indexing, as self[i0, i1, ...] in PyTorch: one entry per leading dim (nullopt
+// for a full slice ':'), each an integer tensor (negative counts from the end) or a bool
+// mask covering as many dims as it has. The index tensors broadcast together; their shape
+// replaces the indexed dims when those are adjacent, else it comes first.
+using IndexList = std::vector<std::optional<Tensor>>;
+Tensor index(const Tensor& self, const IndexList& indices);
+// self[indices] = values (values broadcast to the indexing result; += when accumulate,
+// summing repeated indices deterministically).
+Tensor& index_put_(Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate = false);
+Tensor index_put(const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate = false);
 
 // ---- random sampling (gen: the default generator when not given) ----------------------
 Tensor& uniform_(Tensor& t, double from = 0, double to = 1, std::optional<Generator> gen = {});

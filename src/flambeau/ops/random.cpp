@@ -9,33 +9,44 @@
 
 #include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/simd_random.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
 namespace {
 
-using Words = std::array<uint32_t, 4>;
-
-// Fills out[0, n) with f(words, lane, i) for element i: `per_block` values from each block.
-template <class T, class F>
-void fill_random(T* out, int64_t n, int per_block, std::optional<Generator> gen, const F& f) {
+// Calls chunk(words, first, count) on runs of elements [first, first + count), where
+// `words` holds the Philox words of the blocks those elements come from (`per_block`
+// elements per block of 4 words). Runs are spread over threads; the words do not depend on
+// how.
+template <class F>
+void for_random_words(int64_t n, int per_block, std::optional<Generator> gen, const F& chunk) {
   if (n == 0) return;
   Generator& g = gen ? *gen : default_generator();
   const int64_t blocks = (n + per_block - 1) / per_block;
   std::array<uint32_t, 2> key;
   const uint64_t base = g.reserve(uint64_t(blocks), &key);
-  parallel_for(0, blocks, 4096, [&](int64_t b, int64_t e) {
-    for (int64_t blk = b; blk < e; ++blk) {
-      const uint64_t ctr = base + uint64_t(blk);
-      const Words w = philox4x32_10({uint32_t(ctr), uint32_t(ctr >> 32), 0, 0}, key);
-      const int64_t first = blk * per_block, count = std::min<int64_t>(per_block, n - first);
-      for (int lane = 0; lane < count; ++lane) out[first + lane] = f(w, lane, first + lane);
+  constexpr int64_t kRun = 512;  // blocks per run
+  parallel_for(0, (blocks + kRun - 1) / kRun, 8, [&](int64_t b, int64_t e) {
+    alignas(64) uint32_t words[4 * kRun];
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t first_block = r * kRun, nb = std::min(kRun, blocks - first_block);
+      kernels::philox_words(base + uint64_t(first_block), key, words, nb);
+      const int64_t first = first_block * per_block;
+      chunk(static_cast<const uint32_t*>(words), first, std::min(nb * per_block, n - first));
     }
   });
 }
 
-// [0, 1) with 24 random bits (float) or 53 (double, from two words).
-inline float uniform_f32(uint32_t w) { return float(w >> 8) * 0x1p-24f; }
+// Fills out[0, n) with f(block_words, lane, i) for element i (lane: its place in the block).
+template <class T, class F>
+void fill_random(T* out, int64_t n, int per_block, std::optional<Generator> gen, const F& f) {
+  for_random_words(n, per_block, gen, [&](const uint32_t* words, int64_t first, int64_t count) {
+    for (int64_t j = 0; j < count; ++j) out[first + j] = f(words + 4 * (j / per_block), int(j % per_block), first + j);
+  });
+}
+
+// [0, 1) with 53 random bits, from two words.
 inline double uniform_f64(uint32_t hi, uint32_t lo) { return double(((uint64_t(hi) << 32) | lo) >> 11) * 0x1p-53; }
 
 // Generates into a contiguous tensor of `compute` dtype, then copies into t if needed.
@@ -88,15 +99,16 @@ Tensor& uniform_(Tensor& t, double from, double to, std::optional<Generator> gen
   return fill_into(t, ct, [&](Tensor& out) {
     const double span = to - from;
     if (ct == kFloat64) {
-      fill_random(out.data<double>(), out.numel(), 2, gen, [&](const Words& w, int lane, int64_t) {
+      fill_random(out.data<double>(), out.numel(), 2, gen, [&](const uint32_t* w, int lane, int64_t) {
         const double v = from + span * uniform_f64(w[2 * lane], w[2 * lane + 1]);
         return v < to ? v : std::nextafter(to, from);
       });
     } else {
       const float f = float(from), s = float(span), tf = float(to);
-      fill_random(out.data<float>(), out.numel(), 4, gen, [&](const Words& w, int lane, int64_t) {
-        const float v = f + s * uniform_f32(w[lane]);
-        return v < tf || from == to ? v : std::nextafter(tf, f);
+      const float below = from == to ? tf : std::nextafter(tf, f);  // keeps results below `to`
+      float* o = out.data<float>();
+      for_random_words(out.numel(), 4, gen, [&](const uint32_t* w, int64_t first, int64_t count) {
+        kernels::uniform_f32(w, o + first, count, f, s, below);
       });
     }
   });
@@ -107,13 +119,14 @@ Tensor& normal_(Tensor& t, double mean, double std, std::optional<Generator> gen
   const DType ct = float_compute("normal_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     if (ct == kFloat64) {
-      fill_random(out.data<double>(), out.numel(), 2, gen, [&](const Words& w, int lane, int64_t) {
+      fill_random(out.data<double>(), out.numel(), 2, gen, [&](const uint32_t* w, int lane, int64_t) {
         return mean + std * box_muller<double>(uniform_f64(w[0], w[1]), uniform_f64(w[2], w[3]), lane & 1);
       });
     } else {
-      fill_random(out.data<float>(), out.numel(), 4, gen, [&](const Words& w, int lane, int64_t) {
-        const int p = lane & ~1;
-        return float(mean + std * box_muller<double>(uniform_f32(w[p]), uniform_f32(w[p + 1]), lane & 1));
+      // Word pairs (2j, 2j + 1) of the stream give elements 2j and 2j + 1.
+      float* o = out.data<float>();
+      for_random_words(out.numel(), 4, gen, [&](const uint32_t* w, int64_t first, int64_t count) {
+        kernels::box_muller_f32(w, o + first, count, float(mean), float(std));
       });
     }
   });
@@ -124,11 +137,11 @@ Tensor& exponential_(Tensor& t, double lambd, std::optional<Generator> gen) {
   const DType ct = float_compute("exponential_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     // -log(1 - u) / lambda with u in [0, 1): always finite.
-    auto sample = [&](const Words& w, int lane, int64_t) {
+    auto sample = [&](const uint32_t* w, int lane, int64_t) {
       return -std::log1p(-uniform_f64(w[2 * lane], w[2 * lane + 1])) / lambd;
     };
     if (ct == kFloat64) fill_random(out.data<double>(), out.numel(), 2, gen, sample);
-    else fill_random(out.data<float>(), out.numel(), 2, gen, [&](const Words& w, int lane, int64_t i) { return float(sample(w, lane, i)); });
+    else fill_random(out.data<float>(), out.numel(), 2, gen, [&](const uint32_t* w, int lane, int64_t i) { return float(sample(w, lane, i)); });
   });
 }
 
@@ -136,7 +149,7 @@ Tensor& bernoulli_(Tensor& t, double p, std::optional<Generator> gen) {
   FLB_CHECK(p >= 0 && p <= 1, ValueError, "[bernoulli_] expects p to be in [0, 1], but got p=", p);
   return fill_into(t, kBool, [&](Tensor& out) {
     fill_random(out.data<bool>(), out.numel(), 2, gen,
-                [&](const Words& w, int lane, int64_t) { return uniform_f64(w[2 * lane], w[2 * lane + 1]) < p; });
+                [&](const uint32_t* w, int lane, int64_t) { return uniform_f64(w[2 * lane], w[2 * lane + 1]) < p; });
   });
 }
 
@@ -148,7 +161,7 @@ Tensor bernoulli(const Tensor& p, std::optional<Generator> gen) {
     FLB_CHECK(pp[i] >= 0 && pp[i] <= 1, ValueError, "[bernoulli] expects 0 <= p <= 1, but found p=", pp[i],
               " at flat index ", i);
   Tensor out = empty(p.sizes(), kFloat64);
-  fill_random(out.data<double>(), out.numel(), 2, gen, [&](const Words& w, int lane, int64_t i) {
+  fill_random(out.data<double>(), out.numel(), 2, gen, [&](const uint32_t* w, int lane, int64_t i) {
     return uniform_f64(w[2 * lane], w[2 * lane + 1]) < pp[i] ? 1.0 : 0.0;
   });
   return out.to(p.dtype());
@@ -171,11 +184,11 @@ Tensor randint(int64_t low, int64_t high, const Dims& shape, DType dtype, std::o
   Tensor out = empty(shape, kInt64);
   int64_t* o = out.data<int64_t>();
   if (range <= (uint64_t(1) << 32)) {
-    fill_random(o, out.numel(), 4, gen, [&](const Words& w, int lane, int64_t) {
+    fill_random(o, out.numel(), 4, gen, [&](const uint32_t* w, int lane, int64_t) {
       return int64_t(uint64_t(low) + w[lane] % range);
     });
   } else {
-    fill_random(o, out.numel(), 2, gen, [&](const Words& w, int lane, int64_t) {
+    fill_random(o, out.numel(), 2, gen, [&](const uint32_t* w, int lane, int64_t) {
       const uint64_t r = (uint64_t(w[2 * lane]) << 32) | w[2 * lane + 1];
       return int64_t(uint64_t(low) + r % range);
     });
@@ -192,7 +205,7 @@ Tensor randperm(int64_t n, DType dtype, std::optional<Generator> gen) {
   // Fisher-Yates: swap i with a uniform j in [0, i], from n - 1 down to 1.
   std::vector<uint64_t> r(static_cast<size_t>(std::max<int64_t>(n, 1)));
   fill_random(r.data(), n, 2, gen,
-              [&](const Words& w, int lane, int64_t) { return (uint64_t(w[2 * lane]) << 32) | w[2 * lane + 1]; });
+              [&](const uint32_t* w, int lane, int64_t) { return (uint64_t(w[2 * lane]) << 32) | w[2 * lane + 1]; });
   Tensor out = arange(n);
   int64_t* o = out.data<int64_t>();
   for (int64_t i = n - 1; i > 0; --i) std::swap(o[i], o[int64_t(r[size_t(i)] % uint64_t(i + 1))]);
@@ -229,7 +242,7 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, s
   const int64_t draws = replacement ? num_samples : n;
   std::vector<double> u(static_cast<size_t>(rows * draws));
   fill_random(u.data(), rows * draws, 2, gen,
-              [&](const Words& w, int lane, int64_t) { return uniform_f64(w[2 * lane], w[2 * lane + 1]); });
+              [&](const uint32_t* w, int lane, int64_t) { return uniform_f64(w[2 * lane], w[2 * lane + 1]); });
   parallel_for(0, rows, 1, [&](int64_t b, int64_t e) {
     std::vector<double> cdf(static_cast<size_t>(n));
     std::vector<int64_t> idx(static_cast<size_t>(n));

@@ -110,11 +110,29 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
   FLB_CHECK(k >= 0 && k <= n, IndexError, "[topk] k (", k, ") is out of range for dimension ", d, " with size ", n);
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   (void)sorted;  // the k results always come sorted
-  // Selection then a sort of the k chosen: the same k, in the same order, as a stable sort.
+  // One pass keeps candidates that beat the current k-th best (keys inverted for largest,
+  // so smaller is better; a later equal key loses, as in a stable sort); the buffer is cut
+  // back to the best k whenever it fills. The k found are sorted by (key, position).
   return per_row("topk", t, d, k, [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t len, KI* buf) {
-    load_keys(row, len, largest, buf);
-    if (k < len) std::nth_element(buf, buf + k, buf + len, before<decltype(KI::key)>);
-    std::sort(buf, buf + k, before<decltype(KI::key)>);
+    using K = decltype(KI::key);
+    if (k == 0) return;
+    const int64_t cap = std::min(len, std::max<int64_t>(4 * k, 1024));
+    int64_t count = 0;
+    K threshold = K(~K(0));
+    bool full = false;
+    for (int64_t i = 0; i < len; ++i) {
+      const K key = largest ? K(~radix_key(row[i])) : radix_key(row[i]);
+      if (full && key >= threshold) continue;
+      buf[count++] = {key, uint32_t(i)};
+      if (count == cap && i + 1 < len) {
+        std::nth_element(buf, buf + (k - 1), buf + count, before<K>);
+        count = k;
+        threshold = buf[k - 1].key;
+        full = true;
+      }
+    }
+    if (k < count) std::nth_element(buf, buf + k, buf + count, before<K>);
+    std::sort(buf, buf + k, before<K>);
     store_sorted(buf, k, row, vo, io);
   });
 }
