@@ -135,6 +135,15 @@ TEST(Sort, LongRowsMatchStableSortWithAnyThreadCount) {
 
 TEST(Sort, TopkAndKthvalueAgreeWithSortOnLongRows) {
   Tensor x = random_tensor({3, 5000}, kFloat32, Layout::Transposed, 4, -20, 20);  // many ties
+  Tensor with_nan = where(gt(random_tensor({3, 5000}, kFloat32, Layout::Contiguous, 5, 0, 1), 0.995), NAN, x);
+  for (const Tensor& y : {x, with_nan})
+    for (bool largest : {true, false})
+      for (int64_t k : {1, 50, 600}) {
+        auto [sv, si] = sort(y, 1, largest);
+        auto [tv, ti] = topk(y, k, 1, largest);
+        ASSERT_TRUE(bitwise_equal(ti, si.narrow(1, 0, k).contiguous())) << "largest " << largest << " k " << k;
+        ASSERT_TRUE(bitwise_equal(tv, sv.narrow(1, 0, k).contiguous()));
+      }
   for (bool largest : {true, false}) {
     auto [sv, si] = sort(x, 1, largest);
     auto [tv, ti] = topk(x, 50, 1, largest);

@@ -119,8 +119,20 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
     const int64_t cap = std::min(len, std::max<int64_t>(4 * k, 1024));
     int64_t count = 0;
     K threshold = K(~K(0));
+    CT bar{};  // the value of the current k-th best
     bool full = false;
+    // A cheap test in the value domain that lets through every element that might beat
+    // `bar` (NaN included); blocks where nothing passes are skipped whole.
+    auto may_enter = [&](CT x) { return largest ? !(x <= bar) : !(x >= bar); };
     for (int64_t i = 0; i < len; ++i) {
+      if (full) {
+        for (; i + 16 <= len; i += 16) {
+          bool any = false;
+          for (int64_t j = 0; j < 16; ++j) any |= may_enter(row[i + j]);
+          if (any) break;
+        }
+        if (i == len) break;
+      }
       const K key = largest ? K(~radix_key(row[i])) : radix_key(row[i]);
       if (full && key >= threshold) continue;
       buf[count++] = {key, uint32_t(i)};
@@ -128,6 +140,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
         std::nth_element(buf, buf + (k - 1), buf + count, before<K>);
         count = k;
         threshold = buf[k - 1].key;
+        bar = row[buf[k - 1].index];
         full = true;
       }
     }
