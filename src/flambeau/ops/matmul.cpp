@@ -4,6 +4,9 @@
 // has AVX512-BF16; otherwise float16/bfloat16 are converted to float32, multiplied there and
 // rounded once; integers use an int64-accumulating loop.
 #include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
 
 #include "flambeau/kernels/cpu/gemm_bf16.h"
 
@@ -34,9 +37,11 @@ bool blas_view(const Tensor& t, CBLAS_TRANSPOSE* trans, int64_t* ld) {
 }
 
 // Note [Deterministic GEMM]: BLAS runs single-threaded on tiles of C whose shape depends
-// only on the problem size (up to 8 row tiles, or 8 column tiles when C is short and wide),
-// and flambeau's threads take the tiles. Every element is then computed by the same
-// single-threaded code path whatever the thread count, so results are bitwise stable.
+// only on the problem size and the machine's processor count (one row tile per processor,
+// or column tiles when C is short and wide), never on set_num_threads; flambeau's threads
+// take the tiles. Every element is then computed by the same single-threaded code path
+// whatever the thread count, so results are bitwise stable. Few tiles matter: each BLAS
+// call packs its own copy of the shared operand.
 void force_single_threaded_blas() {
   static const bool once = [] {
     openblas_set_num_threads(1);
@@ -59,7 +64,8 @@ void blas_gemm(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alpha
   blas_view(b, &tb, &ldb);
   const int64_t ldc = std::max<int64_t>(m, 1);
   const bool by_rows = n >= 64 || m < 512;
-  const int64_t extent = by_rows ? n : m, tile = std::max<int64_t>(128, (extent + 7) / 8);
+  static const int64_t procs = std::clamp<int64_t>(omp_get_num_procs(), 1, 64);
+  const int64_t extent = by_rows ? n : m, tile = std::max<int64_t>(128, (extent + procs - 1) / procs);
   const int64_t tiles = (extent + tile - 1) / tile;
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
