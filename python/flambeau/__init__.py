@@ -1,0 +1,15 @@
+"""flambeau: an eager tensor framework in C++ with PyTorch 2.13's API.
+
+Every kernel runs in flambeau's C++ core, with the GIL released. Tensors cross to and
+from numpy and PyTorch without copies (DLPack).
+"""
+from . import _C
+from ._C import *  # noqa: F401,F403  (dtypes, Tensor, factories, ops)
+from ._C import Generator, Tensor, device, dtype, memory  # noqa: F401
+from . import nn  # noqa: F401
+
+# The error types are flambeau._C.ValueError etc. (also RuntimeError subclasses); keep
+# Python's builtins under their own names here.
+del ValueError, TypeError, IndexError  # noqa: F821
+
+__version__ = "0.1.0"

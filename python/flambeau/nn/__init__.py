@@ -1,0 +1,2 @@
+"""flambeau.nn (modules arrive with the autograd issue; functional ops are here)."""
+from . import functional  # noqa: F401

@@ -1,0 +1,58 @@
+// Shared declarations of the nanobind module flambeau._C (one file per part).
+#pragma once
+#include "casters.h"
+
+namespace flambeau::python {
+
+// A new tensor from a Python number, (nested) list/tuple, Tensor or DLPack-capable array
+// (torch.tensor's rules: bool, int64 or float32 unless dtype is given).
+Tensor tensor_from_data(nb::handle data, std::optional<DType> dtype);
+
+Tensor getitem(const Tensor& self, nb::handle key);
+void setitem(Tensor& self, nb::handle key, const Operand& value);
+
+// DLPack: a "dltensor" capsule viewing t, and a tensor viewing any object with __dlpack__.
+nb::object to_dlpack(const Tensor& t);
+Tensor from_dlpack(nb::handle obj);
+// A numpy array sharing t's memory.
+nb::object to_numpy(const Tensor& t);
+// Nested Python lists of t's values.
+nb::object to_list(const Tensor& t);
+
+// The named tuple type (values, indices) returned by max(dim), sort, topk ...
+extern nb::handle g_values_indices;
+
+// Dims from an int, a sequence of ints, or *args of ints.
+Dims dims_from(nb::handle h);
+
+// Dims from *args (f(2, 3)) or one sequence argument (f((2, 3))).
+Dims dims_from_args(const nb::args& args);
+
+// Binds f as flambeau.<name> and as Tensor.<name>; the method takes the first argument as
+// self, so its name annotation (`first`) is left out there.
+template <class F, class... Extra>
+void def_both(nb::module_& m, nb::class_<Tensor>& cls, const char* name, F&& f, const nb::arg& first,
+              const Extra&... extra) {
+  m.def(name, f, first, extra...);
+  cls.def(name, std::forward<F>(f), extra...);
+}
+template <class F, class... Extra>
+void def_both(nb::module_& m, nb::class_<Tensor>& cls, const char* name, F&& f, const Extra&... extra) {
+  m.def(name, f, extra...);
+  cls.def(name, std::forward<F>(f), extra...);
+}
+
+using release_gil = nb::call_guard<nb::gil_scoped_release>;
+
+// f(args...) with the GIL released.
+template <class F, class... A>
+auto release_call_t(F&& f, A&&... args) {
+  nb::gil_scoped_release release;
+  return f(std::forward<A>(args)...);
+}
+
+void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls);
+
+}  // namespace flambeau::python
