@@ -26,4 +26,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 # torch==2.13.0 is the CPU reference used only by tests/ and bench/.
-.venv/bin/python -m pip install -q numpy pytest torch==2.13.0
+.venv/bin/python -m pip install -q numpy pytest torch==2.13.0 nanobind scikit-build-core
+# The flambeau Python package (scikit-build-core + nanobind; incremental build in
+# build/python, so running this again after a change rebuilds only what changed).
+.venv/bin/python -m pip install -q --no-build-isolation .
