@@ -9,7 +9,8 @@ namespace flambeau::python {
 Tensor tensor_from_data(nb::handle data, std::optional<DType> dtype);
 
 Tensor getitem(const Tensor& self, nb::handle key);
-void setitem(Tensor& self, nb::handle key, const Operand& value);
+// value: a tensor, a number, or data tensor() accepts (lists, numpy arrays).
+void setitem(Tensor& self, nb::handle key, nb::handle value);
 
 // DLPack: a "dltensor" capsule viewing t, and a tensor viewing any object with __dlpack__.
 nb::object to_dlpack(const Tensor& t);

@@ -113,7 +113,13 @@ Tensor getitem(const Tensor& self, nb::handle key) {
   return index(b.view, b.advanced);
 }
 
-void setitem(Tensor& self, nb::handle key, const Operand& value) {
+void setitem(Tensor& self, nb::handle key, nb::handle value_obj) {
+  Operand value;
+  Tensor* vt = nullptr;
+  Scalar s;
+  if (nb::try_cast<Tensor*>(value_obj, vt) && vt) value.t = *vt;
+  else if (scalar_from_python(value_obj, s)) value.t = Tensor(s);
+  else value.t = tensor_from_data(value_obj, self.dtype());  // lists, numpy arrays
   Basic b = apply_key(self, key);
   nb::gil_scoped_release release;
   if (!has_tensor(b.advanced)) {

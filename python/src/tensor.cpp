@@ -84,6 +84,10 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("item", [](const Tensor& t) { return t.item(); })
       .def("tolist", &to_list)
       .def("numpy", &to_numpy)
+      .def("__array__", [](const Tensor& t, nb::handle dtype, nb::handle copy) {
+        nb::object a = to_numpy(t);
+        return dtype.is_none() ? a : a.attr("astype")(dtype);
+      }, "dtype"_a = nb::none(), "copy"_a = nb::none())
       .def("__repr__", &Tensor::str, release_gil())
       .def("__len__", [](const Tensor& t) {
         FLB_CHECK(t.dim() > 0, TypeError, "len() of a 0-d tensor");

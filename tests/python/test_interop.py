@@ -28,6 +28,14 @@ def test_numpy_shares_memory_both_ways():
     assert fl.tensor(a).data_ptr() != a.ctypes.data  # tensor() copies
     with pytest.raises(TypeError):
         fl.ones(2).to(fl.bfloat16).numpy()
+    z = fl.arange(4, dtype=fl.int32)
+    v = np.from_dlpack(z)  # numpy consumes flambeau's DLPack capsule: no copy
+    assert v.ctypes.data == z.data_ptr() and v.dtype == np.int32 and v.tolist() == [0, 1, 2, 3]
+    assert np.asarray(z).ctypes.data == z.data_ptr()
+    w = fl.zeros(2, 3)
+    w[0] = [1, 2, 3]
+    w[1] = np.array([4.0, 5.0, 6.0])
+    assert w.tolist() == [[1, 2, 3], [4, 5, 6]]
 
 
 def test_torch_shares_memory_both_ways():
