@@ -1,6 +1,7 @@
 // Tensor: a strided view (sizes, strides, offset, dtype) over a Storage shared between
 // views. Copying a Tensor copies a handle, as in PyTorch; clone() copies the data.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,6 +18,11 @@
 
 namespace flambeau {
 
+namespace autograd {
+struct AutogradMeta;
+class Node;
+}  // namespace autograd
+
 // A block of memory that tensors view. `deleter(data, nbytes, ctx)` frees it (nullptr: not
 // owned); ctx carries whatever the owner needs (a mapping handle, say).
 struct Storage {
@@ -25,6 +31,9 @@ struct Storage {
   Device device;
   void (*deleter)(void* data, size_t nbytes, void* ctx) = nullptr;
   void* ctx = nullptr;
+  // Bumped by every in-place write through any view; autograd checks that tensors saved
+  // for backward still have the version they were saved at.
+  std::atomic<uint32_t> version{0};
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -43,6 +52,8 @@ struct TensorImpl {
   bool contiguous = true;  // row-major dense; set by make_tensor (geometry never changes after)
   // True for a 0-dim tensor made from a Scalar by an op: it promotes like a Python number.
   bool wrapped_number = false;
+  // Autograd state (requires_grad, grad, grad_fn); null for tensors autograd never saw.
+  std::shared_ptr<autograd::AutogradMeta> autograd;
 };
 
 class Tensor {
@@ -114,6 +125,26 @@ class Tensor {
   Tensor unflatten(int64_t dim, const Dims& sizes) const;
   Tensor as_strided(const Dims& size, const Dims& stride, std::optional<int64_t> offset = {}) const;
   Tensor operator[](int64_t index) const { return select(0, index); }
+
+  // Autograd (autograd/variable.cpp).
+  bool requires_grad() const;
+  // Marks a leaf as requiring grad (or not); ValueError on non-leaves and non-float dtypes.
+  Tensor& requires_grad_(bool enabled = true);
+  // The accumulated gradient of a leaf (undefined until a backward reaches it).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);
+  // The node that computes this tensor's gradient inputs (null for leaves).
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  bool is_leaf() const;
+  // Backpropagates from this tensor (gradient defaults to 1 for one-element tensors).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // The same data with no autograd history.
+  Tensor detach() const;
+  // Keeps .grad() for this non-leaf after backward.
+  void retain_grad() const;
+  uint32_t version() const { return impl_->storage->version.load(std::memory_order_relaxed); }
+  // Records an in-place write (checked against tensors saved for backward).
+  void bump_version() const { impl_->storage->version.fetch_add(1, std::memory_order_relaxed); }
 
   // Copies.
   Tensor contiguous() const;

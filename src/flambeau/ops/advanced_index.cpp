@@ -3,6 +3,7 @@
 // integer indices through nonzero; the integer indices broadcast together and are folded
 // into one tensor of element offsets, so reading is a gather and writing a put.
 #include "flambeau/ops/index_kernels.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -97,10 +98,12 @@ Tensor index(const Tensor& self, const IndexList& indices) {
   const IndexPlan plan = plan_index("index", self, indices);
   Tensor out = empty(plan.src.sizes(), self.dtype());
   if (out.numel() > 0) gather_with_offsets(out, plan.src, plan.offsets, int64_t(self.element_size()));
+  autograd::record_index(self, indices, out);
   return out;
 }
 
 Tensor& index_put_(Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate) {
+  refuse_grad("index_put_", self, values);
   FLB_CHECK(values.impl()->wrapped_number || values.dtype() == self.dtype(), TypeError,
             "[index_put] values of dtype ", dtype_name(values.dtype()), " do not match self of dtype ",
             dtype_name(self.dtype()));

@@ -4,6 +4,7 @@
 
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/elementwise.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -142,7 +143,27 @@ std::optional<kernels::SimdBinaryOp> simd_op(Bin op, const Scalar& alpha) {
   }
 }
 
+autograd::BinaryGrad grad_kind(Bin op) {
+  using G = autograd::BinaryGrad;
+  switch (op) {
+    case Bin::add: return G::add;
+    case Bin::sub: return G::sub;
+    case Bin::mul: return G::mul;
+    case Bin::div: return G::div;
+    case Bin::maximum: return G::maximum;
+    case Bin::minimum: return G::minimum;
+    case Bin::pow: return G::pow;
+    case Bin::atan2: return G::atan2;
+    case Bin::remainder: return G::remainder;
+    default: return G::none;  // floor/trunc division: zero gradient
+  }
+}
+
 Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor* inplace) {
+  if (inplace && autograd::needs_grad(a, b))
+    return autograd::inplace_with_grad(name, *inplace, [&](const Tensor& self) {
+      return binary(name, op, self, b, alpha, nullptr);
+    });
   const Dims shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType dt = result_type(a, b);
   if (op == Bin::sub)
@@ -179,6 +200,8 @@ Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar
       ops::map_elementwise<CT, CT, 2>(L, scalar_fn<CT>(op, kernels::scalar_to<CT>(alpha)));
     });
   }
+  if (inplace) out.bump_version();
+  else autograd::record_binary(grad_kind(op), a, b, alpha, out);
   return out;
 }
 
@@ -262,6 +285,7 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar va
     if constexpr (std::is_same_v<CT, bool>) ops::map_elementwise<CT, CT, 3>(L, [v](bool a, bool b, bool c) { return a || (v && b && c); });
     else ops::map_elementwise<CT, CT, 3>(L, [v](CT a, CT b, CT c) { return CT(a + v * b * c); });
   });
+  autograd::record_addcmul(self, t1, t2, value, false, out);
   return out;
 }
 
@@ -275,6 +299,7 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar va
     const CT v = kernels::scalar_to<CT>(value);
     ops::map_elementwise<CT, CT, 3>(L, [v](CT a, CT b, CT c) { return a + v * (b / c); });
   });
+  autograd::record_addcmul(self, t1, t2, value, true, out);
   return out;
 }
 
@@ -290,6 +315,7 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
         return std::abs(w) < CT(0.5) ? s + w * (e - s) : e - (e - s) * (CT(1) - w);
       });
   });
+  autograd::record_lerp(start, end, weight, out);
   return out;
 }
 
@@ -297,6 +323,7 @@ namespace {
 // In-place form of an op computed out of place: checks dtype and shape, then copies.
 Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
   ops::check_inplace(op, self, result.dtype(), result.sizes());
+  if (autograd::needs_grad(result)) return autograd::assign_with_grad(op, self, result);
   return self.copy_(result);
 }
 }  // namespace
@@ -313,8 +340,14 @@ Tensor& lerp_(Tensor& start, const Tensor& end, const Tensor& weight) {
 
 Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
   FLB_CHECK(min || max, ValueError, "[clamp] at least one of 'min' or 'max' must not be None");
-  Tensor r = min ? maximum(t, *min) : t;
-  return max ? minimum(r, *max) : r;
+  Tensor r;
+  {
+    autograd::NoGradGuard no_grad;  // clamp's own backward passes the gradient at the bounds
+    r = min ? maximum(t, *min) : t;
+    if (max) r = minimum(r, *max);
+  }
+  autograd::record_clamp(t, min, max, r);
+  return r;
 }
 Tensor& clamp_(Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
   return assign_inplace("clamp_", t, clamp(t, std::move(min), std::move(max)));
@@ -329,6 +362,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ops::visit_compute_type(dt, [&]<class CT>() {
     ops::map_elementwise<CT, CT, 3>(L, [](CT c, CT x, CT y) { return c != CT(0) ? x : y; });
   });
+  autograd::record_where(cond, a, b, out);
   return out;
 }
 

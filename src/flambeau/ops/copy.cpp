@@ -2,6 +2,7 @@
 // clone, fill_. A transposed 2-D copy goes tile by tile so both sides stay in cache.
 #include <cstring>
 
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/core/parallel.h"
@@ -54,21 +55,37 @@ bool try_transpose_copy(const ops::ElemLoop& L) {
   return true;
 }
 
+
+// dst = src (broadcast, converted), recording nothing.
+void copy_values(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  dst.bump_version();
+  if (dst.data_ptr() == src.data_ptr() && dst.dtype() == src.dtype() && dst.strides() == src.strides() &&
+      dst.sizes() == src.sizes())
+    return;
+  const Tensor source = ops::unalias(dst, src);
+  ops::ElemLoop L = ops::make_elem_loop(dst, {source});
+  if (try_transpose_copy(L)) return;
+  ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
+    kernels::convert(p[1], L.dtype[1], st[1], p[0], L.dtype[0], st[0], n);
+  });
+}
+
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
   FLB_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), ValueError,
             "[copy_] source of shape ", shape_str(src.sizes()), " cannot be broadcast to ", shape_str(sizes()));
-  if (numel() == 0) return *this;
-  if (data_ptr() == src.data_ptr() && dtype() == src.dtype() && strides() == src.strides() &&
-      sizes() == src.sizes())
-    return *this;
-  const Tensor source = ops::unalias(*this, src);
-  ops::ElemLoop L = ops::make_elem_loop(*this, {source});
-  if (try_transpose_copy(L)) return *this;
-  ops::for_each_row(L, [&](char* const* p, const int64_t* st, int64_t n) {
-    kernels::convert(p[1], L.dtype[1], st[1], p[0], L.dtype[0], st[0], n);
-  });
+  const bool track = autograd::needs_grad(*this, src);
+  if (track) autograd::check_inplace_allowed("copy_", *this);
+  copy_values(*this, src);
+  if (track) {
+    // Every value is replaced: the gradient goes to src only.
+    autograd::AutogradMeta& m = autograd::meta_of(*this);
+    m.grad_fn = nullptr;
+    m.requires_grad = false;
+    autograd::record_identity("CopyBackward", src, *this);
+  }
   return *this;
 }
 
@@ -83,14 +100,16 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(sizes(), dtype(), device());
-  out.copy_(*this);
+  copy_values(out, *this);
+  autograd::record_identity("CloneBackward", *this, out);
   return out;
 }
 
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = empty(sizes(), dt, device());
-  out.copy_(*this);
+  copy_values(out, *this);
+  autograd::record_identity("ToCopyBackward", *this, out);
   return out;
 }
 

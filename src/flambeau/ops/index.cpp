@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "flambeau/ops/index_kernels.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -148,6 +149,7 @@ Checked check_scatter(const char* op, const Tensor& self, int64_t dim, const Ten
 }
 
 Tensor& scatter_impl(const char* op, Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Reduce red) {
+  refuse_grad(op, self, src);
   const bool scalar_src = src.impl()->wrapped_number;
   const Tensor s = scalar_src ? src : unalias_source(self, at_least_1d(src));
   const Checked c = check_scatter(op, self, dim, index, scalar_src ? nullptr : &s);
@@ -187,6 +189,7 @@ Checked check_index_op(const char* op, const Tensor& self, int64_t dim, const Te
 
 Tensor& index_scatter(const char* op, Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                       Reduce red, Scalar alpha) {
+  refuse_grad(op, self, source);
   const Tensor src = unalias_source(self, at_least_1d(source));
   const Checked c = check_index_op(op, self, dim, index, &src, false);
   Tensor self1 = at_least_1d(self);
@@ -206,7 +209,9 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
     gather_with_offsets(out, restride(self1, out.sizes(), st, self1.storage_offset()), c.index,
                         self1.stride(c.dim) * int64_t(self1.element_size()));
   }
-  return out.reshape(index.sizes());
+  out = out.reshape(index.sizes());
+  autograd::record_gather(self, c.dim, index, out);
+  return out;
 }
 
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -227,6 +232,7 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 
 Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
                         bool include_self) {
+  refuse_grad("scatter_reduce", self, src);
   const Reduce red = parse_reduce("scatter_reduce", reduce);
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_reduce] src must be a tensor");
   const Tensor s = unalias_source(self, at_least_1d(src));
@@ -280,7 +286,9 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
     gather_with_offsets(out, restride(self1, shape, st, self1.storage_offset()), spread_index(c.index, shape, c.dim),
                         self1.stride(c.dim) * int64_t(self1.element_size()));
   }
-  return self.dim() == 0 ? out.reshape({}) : out;  // as PyTorch: a 0-dim self gives a 0-dim result
+  if (self.dim() == 0) out = out.reshape({});  // as PyTorch: a 0-dim self gives a 0-dim result
+  autograd::record_index_select(self, c.dim, c.index, out);
+  return out;
 }
 
 Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
@@ -299,6 +307,7 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+  refuse_grad("index_fill", self, value);
   FLB_CHECK(value.dim() == 0, ValueError, "[index_fill] value must be a number or a 0-dim tensor, got shape ",
             shape_str(value.sizes()));
   const Checked c = check_index_op("index_fill", self, dim, index, nullptr, true);
@@ -359,7 +368,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   if (out.numel() > 0)
     gather_with_offsets(out, restride(weight, out.sizes(), {0, weight.stride(1)}, weight.storage_offset()),
                         spread_index(c.index, out.sizes(), 0), weight.stride(0) * int64_t(weight.element_size()));
-  return out.view(shape);
+  out = out.view(shape);
+  autograd::record_embedding(weight, indices, padding_idx, out);
+  return out;
 }
 
 Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,

@@ -1,4 +1,5 @@
 // Joining and splitting: cat, stack, split, chunk.
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -33,11 +34,15 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     shape[dim] += t.size(dim);
   }
   Tensor out = empty(shape, dt);
-  int64_t at = 0;
-  for (const Tensor* t : parts) {
-    out.narrow(dim, at, t->size(dim)).copy_(*t);
-    at += t->size(dim);
+  {
+    autograd::NoGradGuard no_grad;
+    int64_t at = 0;
+    for (const Tensor* t : parts) {
+      out.narrow(dim, at, t->size(dim)).copy_(*t);
+      at += t->size(dim);
+    }
   }
+  autograd::record_cat(tensors, dim, out);
   return out;
 }
 

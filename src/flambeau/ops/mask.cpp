@@ -1,5 +1,6 @@
 // Boolean-mask ops: masked_fill, masked_select, masked_scatter, nonzero.
 #include "flambeau/ops/index_kernels.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -22,6 +23,7 @@ void check_mask_fits(const char* op, const Tensor& self, const Tensor& mask) {
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
   FLB_CHECK(value.dim() == 0, ValueError, "[masked_fill] value must be a number or a 0-dim tensor, got shape ",
             shape_str(value.sizes()));
+  refuse_grad("masked_fill_", self, value);
   check_mask_fits("masked_fill", self, mask);
   const Tensor m = unalias(self, mask);
   const ElemLoop L = make_elem_loop(self, {m});
@@ -38,8 +40,13 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
 Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
   check_mask("masked_fill", mask);
   Tensor out = empty(broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill"), self.dtype());
-  out.copy_(self);
-  return masked_fill_(out, mask, value);
+  {
+    autograd::NoGradGuard no_grad;
+    out.copy_(self);
+    masked_fill_(out, mask, value);
+  }
+  autograd::record_masked_fill(self, mask, value, out);
+  return out;
 }
 
 Tensor masked_select(const Tensor& self, const Tensor& mask) {
@@ -55,6 +62,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
 }
 
 Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
+  refuse_grad("masked_scatter", self, source);
   check_mask_fits("masked_scatter", self, mask);
   FLB_CHECK(source.dtype() == self.dtype(), TypeError, "[masked_scatter] expected source dtype ",
             dtype_name(self.dtype()), ", got ", dtype_name(source.dtype()));

@@ -11,6 +11,7 @@
 #include "flambeau/kernels/cpu/gemm_bf16.h"
 
 #include "flambeau/core/parallel.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -160,8 +161,12 @@ const char* bf16_matmul_backend() {
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b);
   Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
-  if (a.size(1) == 0) return out.fill_(0);
-  gemm(a, b, out, 1, 0);
+  {
+    autograd::NoGradGuard no_grad;
+    if (a.size(1) == 0) out.fill_(0);
+    else gemm(a, b, out, 1, 0);
+  }
+  autograd::record_mm("MmBackward", a, b, out);
   return out;
 }
 
@@ -172,11 +177,18 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, 
   FLB_CHECK(broadcast_shapes(self.sizes(), shape, "addmm") == shape, ValueError, "[addmm] self of shape ",
             shape_str(self.sizes()), " cannot be broadcast to ", shape_str(shape));
   Tensor out = empty(shape, a.dtype());
-  // beta == 0 ignores self entirely (NaN in self does not leak), as in BLAS and PyTorch.
-  if (beta.to_double() != 0) out.copy_(self);
-  else out.fill_(0);
-  if (a.size(1) == 0) return beta.to_double() != 0 ? mul_(out, beta) : out;
-  gemm(a, b, out, alpha, beta.to_double() != 0 ? beta : Scalar(0));
+  {
+    autograd::NoGradGuard no_grad;
+    // beta == 0 ignores self entirely (NaN in self does not leak), as in BLAS and PyTorch.
+    if (beta.to_double() != 0) out.copy_(self);
+    else out.fill_(0);
+    if (a.size(1) == 0) {
+      if (beta.to_double() != 0) mul_(out, beta);
+    } else {
+      gemm(a, b, out, alpha, beta.to_double() != 0 ? beta : Scalar(0));
+    }
+  }
+  autograd::record_addmm(self, a, b, beta, alpha, out);
   return out;
 }
 
@@ -186,11 +198,14 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   FLB_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), ValueError, "[bmm] batch1 ", shape_str(a.sizes()),
             " and batch2 ", shape_str(b.sizes()), " cannot be multiplied");
   Tensor out = zeros({a.size(0), a.size(1), b.size(2)}, a.dtype());
-  if (a.size(2) == 0) return out;
-  for (int64_t i = 0; i < a.size(0); ++i) {
-    Tensor o = out.select(0, i);
-    gemm(a.select(0, i), b.select(0, i), o, 1, 0);
+  {
+    autograd::NoGradGuard no_grad;
+    for (int64_t i = 0; a.size(2) > 0 && i < a.size(0); ++i) {
+      Tensor o = out.select(0, i);
+      gemm(a.select(0, i), b.select(0, i), o, 1, 0);
+    }
   }
+  autograd::record_mm("BmmBackward", a, b, out);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/ops/reduce.h"
@@ -269,12 +270,16 @@ std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t d
 
 Tensor sum(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
   const DType dt = sum_dtype(t, dtype);
-  return reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
+  Tensor out = reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
+  autograd::record_sum(t, dims, keepdim, 1.0, out);
+  return out;
 }
 
 Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
   const DType dt = sum_dtype(t, dtype);
-  return reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
+  Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
+  autograd::record_prod(t, dims, keepdim, out);
+  return out;
 }
 
 Tensor mean(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
@@ -282,8 +287,14 @@ Tensor mean(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType
   FLB_CHECK(is_floating(dt), TypeError, "[mean] could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
             dtype_name(dt));
   const int64_t n = reduced_count(t, dims);
-  Tensor s = reduce<SumRed>("mean", t, dims, keepdim, dt, is_reduced_float(dt) ? kFloat32 : dt);
-  return div(s, double(n)).to(dt);
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    Tensor s = reduce<SumRed>("mean", t, dims, keepdim, dt, is_reduced_float(dt) ? kFloat32 : dt);
+    out = div(s, double(n)).to(dt);
+  }
+  autograd::record_sum(t, dims, keepdim, 1.0 / double(n), out);
+  return out;
 }
 
 namespace {
@@ -298,16 +309,28 @@ void check_extreme_dims(const char* op, const Tensor& t, const Dims& dims) {
 
 Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {
   check_extreme_dims("amax", t, dims);
-  return reduce<MaxRed>("amax", t, dims, keepdim, t.dtype(), t.dtype());
+  Tensor out = reduce<MaxRed>("amax", t, dims, keepdim, t.dtype(), t.dtype());
+  autograd::record_extreme(t, dims, keepdim, out);
+  return out;
 }
 
 Tensor amin(const Tensor& t, const Dims& dims, bool keepdim) {
   check_extreme_dims("amin", t, dims);
-  return reduce<MinRed>("amin", t, dims, keepdim, t.dtype(), t.dtype());
+  Tensor out = reduce<MinRed>("amin", t, dims, keepdim, t.dtype(), t.dtype());
+  autograd::record_extreme(t, dims, keepdim, out);
+  return out;
 }
 
-std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) { return arg_extreme<true>("max", t, dim, keepdim); }
-std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) { return arg_extreme<false>("min", t, dim, keepdim); }
+std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) {
+  auto r = arg_extreme<true>("max", t, dim, keepdim);
+  autograd::record_pick("MaxBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "max") : 0, r.second, keepdim, r.first);
+  return r;
+}
+std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) {
+  auto r = arg_extreme<false>("min", t, dim, keepdim);
+  autograd::record_pick("MinBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "min") : 0, r.second, keepdim, r.first);
+  return r;
+}
 Tensor max(const Tensor& t) { return amax(t); }
 Tensor min(const Tensor& t) { return amin(t); }
 

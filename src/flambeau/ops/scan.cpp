@@ -7,6 +7,7 @@
 
 #include "flambeau/core/parallel.h"
 #include "flambeau/ops/elementwise.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -91,10 +92,22 @@ std::pair<Tensor, Tensor> cum_extreme(const char* op, const Tensor& t, int64_t d
 
 }  // namespace
 
-Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) { return cum_op<false>("cumsum", t, dim, dtype); }
+Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+  Tensor out = cum_op<false>("cumsum", t, dim, dtype);
+  autograd::record_cumsum(t, t.dim() ? wrap_dim(dim, t.dim(), "cumsum") : 0, out);
+  return out;
+}
 Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype) { return cum_op<true>("cumprod", t, dim, dtype); }
-std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim) { return cum_extreme<true>("cummax", t, dim); }
-std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim) { return cum_extreme<false>("cummin", t, dim); }
+std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim) {
+  auto r = cum_extreme<true>("cummax", t, dim);
+  autograd::record_pick("CummaxBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "cummax") : 0, r.second, true, r.first);
+  return r;
+}
+std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim) {
+  auto r = cum_extreme<false>("cummin", t, dim);
+  autograd::record_pick("CumminBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "cummin") : 0, r.second, true, r.first);
+  return r;
+}
 
 Tensor logcumsumexp(const Tensor& t, int64_t dim) {
   FLB_CHECK(is_floating(t.dtype()), TypeError, "[logcumsumexp] expected a floating point tensor, got ",

@@ -2,6 +2,7 @@
 // one SIMD pass per row (max, exp and sum, scale), rows split among threads.
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 
@@ -33,10 +34,22 @@ Tensor softmax_impl(const char* op, const Tensor& t, int64_t dim, std::optional<
 }  // namespace
 
 Tensor softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
-  return softmax_impl("softmax", t, dim, dtype, false);
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = softmax_impl("softmax", t, dim, dtype, false);
+  }
+  autograd::record_softmax(t, t.dim() ? wrap_dim(dim, t.dim(), "softmax") : 0, false, out);
+  return out;
 }
 Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
-  return softmax_impl("log_softmax", t, dim, dtype, true);
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = softmax_impl("log_softmax", t, dim, dtype, true);
+  }
+  autograd::record_softmax(t, t.dim() ? wrap_dim(dim, t.dim(), "log_softmax") : 0, true, out);
+  return out;
 }
 Tensor Tensor::softmax(int64_t dim) const { return flambeau::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return flambeau::log_softmax(*this, dim); }

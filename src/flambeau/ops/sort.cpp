@@ -10,6 +10,7 @@
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/radix_sort.h"
 #include "flambeau/ops/elementwise.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -65,6 +66,7 @@ template <class F>
 std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, int64_t out_n, const F& f) {
   FLB_CHECK(t.dim() == 0 || t.size(dim) < (int64_t(1) << 32), ValueError, "[", op,
             "] rows of 2^32 elements or more are not supported, got ", shape_str(t.sizes()));
+  autograd::NoGradGuard no_grad;  // the callers record the backward of the values
   Tensor values, indices;
   ops::visit_compute_type(t.dtype(), [&]<class CT>() {
     const Tensor x = t.transpose(dim, -1).to(dtype_v<CT>).contiguous();
@@ -91,13 +93,15 @@ std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bo
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), "sort");
   // Always stable: radix sort (stable by construction), std::stable_sort for short rows.
-  return per_row("sort", t, dim, t.size(dim), [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t n, KI* buf) {
+  auto r = per_row("sort", t, dim, t.size(dim), [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t n, KI* buf) {
     load_keys(row, n, descending, buf);
     KI* sorted = buf;
     if (n <= 256) std::stable_sort(buf, buf + n, [](const KI& a, const KI& b) { return a.key < b.key; });
     else sorted = kernels::radix_sort(buf, buf + n, n);
     store_sorted(sorted, n, row, vo, io);
   });
+  autograd::record_pick("SortBackward", t, dim, r.second, true, r.first);
+  return r;
 }
 
 Tensor argsort(const Tensor& t, int64_t dim, bool descending, bool stable) {
@@ -113,7 +117,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
   // One pass keeps candidates that beat the current k-th best (keys inverted for largest,
   // so smaller is better; a later equal key loses, as in a stable sort); the buffer is cut
   // back to the best k whenever it fills. The k found are sorted by (key, position).
-  return per_row("topk", t, d, k, [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t len, KI* buf) {
+  auto r = per_row("topk", t, d, k, [&]<class CT, class KI>(const CT* row, CT* vo, int64_t* io, int64_t len, KI* buf) {
     using K = decltype(KI::key);
     if (k == 0) return;
     const int64_t cap = std::min(len, std::max<int64_t>(4 * k, 1024));
@@ -148,6 +152,8 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
     std::sort(buf, buf + k, before<K>);
     store_sorted(buf, k, row, vo, io);
   });
+  autograd::record_pick("TopkBackward", t, d, r.second, true, r.first);
+  return r;
 }
 
 std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool keepdim) {
@@ -161,7 +167,11 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool
     std::nth_element(buf, buf + (k - 1), buf + len, before<decltype(KI::key)>);
     store_sorted(buf + (k - 1), 1, row, vo, io);
   });
-  if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
+  {
+    autograd::NoGradGuard no_grad;
+    if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
+  }
+  autograd::record_pick("KthvalueBackward", t, d, ki, keepdim, kv);
   return {kv, ki};
 }
 

@@ -5,6 +5,7 @@
 
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/elementwise.h"
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -48,6 +49,10 @@ void run_float_unary(UnaryOp op, const Tensor& in, const Tensor& out) {
 }
 
 Tensor unary(const char* name, UnaryOp op, UnaryKind kind, const Tensor& t, Tensor* inplace) {
+  if (inplace && autograd::needs_grad(*inplace))
+    return autograd::inplace_with_grad(name, *inplace, [&](const Tensor& self) {
+      return unary(name, op, kind, self, nullptr);
+    });
   const DType in_dt = t.dtype();
   DType out_dt = in_dt;
   if (!is_floating(in_dt)) {
@@ -69,6 +74,8 @@ Tensor unary(const char* name, UnaryOp op, UnaryKind kind, const Tensor& t, Tens
         ops::map_elementwise<T, T, 1>(L, [op](T x) { return int_unary(op, x); });
     });
   }
+  if (inplace) out.bump_version();
+  else autograd::record_unary(op, t, out);
   return out;
 }
 
@@ -109,6 +116,7 @@ Tensor softplus(const Tensor& t, double beta, double threshold) {
     const CT b = CT(beta), th = CT(threshold);
     ops::map_elementwise<CT, CT, 1>(L, [=](CT x) { return x * b > th ? x : std::log1p(std::exp(x * b)) / b; });
   });
+  if (autograd::needs_grad(t)) autograd::record_softplus(t, beta, threshold, out);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -10,6 +11,13 @@ namespace {
 
 Tensor with_geometry(const Tensor& t, Dims sizes, Dims strides, int64_t offset) {
   return make_tensor(t.storage(), t.dtype(), std::move(sizes), std::move(strides), offset);
+}
+
+// A view whose gradient is the incoming one reshaped back to the input's shape.
+Tensor reshaped_view(const char* name, const Tensor& in, Tensor out) {
+  const Dims shape = in.sizes();
+  autograd::record_view(name, in, out, [shape](const Tensor& g) { return g.reshape(shape); });
+  return out;
 }
 
 // Resolves one -1 in `shape` against numel; checks the element count.
@@ -72,12 +80,12 @@ Tensor Tensor::view(const Dims& shape) const {
   FLB_CHECK(view_strides(*this, s, st), ValueError, "[view] size ", shape_str(s),
             " is not compatible with input's size ", shape_str(sizes()), " and stride ",
             shape_str(strides()), "; use reshape() instead");
-  return with_geometry(*this, s, st, storage_offset());
+  return reshaped_view("ViewBackward", *this, with_geometry(*this, s, st, storage_offset()));
 }
 
 Tensor Tensor::reshape(const Dims& shape) const {
   Dims s = infer_shape("reshape", shape, numel()), st;
-  if (view_strides(*this, s, st)) return with_geometry(*this, s, st, storage_offset());
+  if (view_strides(*this, s, st)) return reshaped_view("ReshapeBackward", *this, with_geometry(*this, s, st, storage_offset()));
   return contiguous().view(s);
 }
 
@@ -93,7 +101,11 @@ Tensor Tensor::permute(const Dims& dims) const {
     s[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return with_geometry(*this, s, st, storage_offset());
+  Tensor out = with_geometry(*this, s, st, storage_offset());
+  Dims inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], dim(), "permute"))] = int64_t(i);
+  autograd::record_view("PermuteBackward", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
+  return out;
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
@@ -103,7 +115,9 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   Dims s = sizes(), st = strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
-  return with_geometry(*this, s, st, storage_offset());
+  Tensor out = with_geometry(*this, s, st, storage_offset());
+  autograd::record_view("TransposeBackward", *this, out, [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
+  return out;
 }
 
 Tensor Tensor::t() const {
@@ -132,7 +146,10 @@ Tensor Tensor::expand(const Dims& shape) const {
     s[i] = want;
     st[i] = want == sizes()[d] ? strides()[d] : 0;
   }
-  return with_geometry(*this, s, st, storage_offset());
+  Tensor out = with_geometry(*this, s, st, storage_offset());
+  // The node sums the gradient over the expanded dims.
+  autograd::record_view("ExpandBackward", *this, out, [](const Tensor& g) { return g; });
+  return out;
 }
 
 Tensor Tensor::broadcast_to(const Dims& shape) const { return expand(shape); }
@@ -148,7 +165,9 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   Dims s = sizes(), st = strides();
   s[d] = (e - b + step - 1) / step;
   st[d] = strides()[d] * step;
-  return with_geometry(*this, s, st, storage_offset() + b * strides()[d]);
+  Tensor out = with_geometry(*this, s, st, storage_offset() + b * strides()[d]);
+  autograd::record_slice("SliceBackward", *this, out, [d, b, e, step](const Tensor& gi) { return gi.slice(d, b, e, step); });
+  return out;
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -161,7 +180,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   Dims s = sizes(), st = strides();
   s.erase(d);
   st.erase(d);
-  return with_geometry(*this, s, st, storage_offset() + index * strides()[d]);
+  Tensor out = with_geometry(*this, s, st, storage_offset() + index * strides()[d]);
+  autograd::record_slice("SelectBackward", *this, out, [d, index](const Tensor& gi) { return gi.select(d, index); });
+  return out;
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -181,16 +202,16 @@ Tensor Tensor::squeeze() const {
       s.push_back(sizes()[d]);
       st.push_back(strides()[d]);
     }
-  return with_geometry(*this, s, st, storage_offset());
+  return reshaped_view("SqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = wrap_dim(d, dim(), "squeeze");
-  if (dim() == 0 || sizes()[d] != 1) return with_geometry(*this, sizes(), strides(), storage_offset());
+  if (dim() == 0 || sizes()[d] != 1) return reshaped_view("SqueezeBackward", *this, with_geometry(*this, sizes(), strides(), storage_offset()));
   Dims s = sizes(), st = strides();
   s.erase(d);
   st.erase(d);
-  return with_geometry(*this, s, st, storage_offset());
+  return reshaped_view("SqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -199,7 +220,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   const int64_t stride = d < dim() ? sizes()[d] * strides()[d] : 1;
   s.insert(d, 1);
   st.insert(d, stride);
-  return with_geometry(*this, s, st, storage_offset());
+  return reshaped_view("UnsqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
@@ -241,7 +262,11 @@ Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<in
   FLB_CHECK(max_index < 0 || (max_index + 1) * int64_t(element_size()) <= int64_t(storage()->nbytes),
             ValueError, "[as_strided] size ", shape_str(size), " stride ", shape_str(stride), " offset ", off,
             " is out of bounds for storage of ", storage()->nbytes / element_size(), " elements");
-  return with_geometry(*this, size, stride, off);
+  Tensor out = with_geometry(*this, size, stride, off);
+  autograd::record_view("AsStridedBackward", *this, out, [](const Tensor&) -> Tensor {
+    throw NotImplementedError("[as_strided] the backward of as_strided is not implemented");
+  });
+  return out;
 }
 
 }  // namespace flambeau

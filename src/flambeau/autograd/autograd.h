@@ -1,0 +1,28 @@
+// Reverse-mode autograd, the public API (torch.autograd): backward, grad, the grad-mode
+// guards (node.h) and gradcheck. Ops record their backward nodes themselves when grad
+// mode is on and an input requires grad.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "flambeau/autograd/node.h"
+
+namespace flambeau::autograd {
+
+// Accumulates d(sum of roots * grads)/d(leaf) into every leaf's grad(). An undefined
+// grad stands for ones (allowed for one-element roots only).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+
+// d(outputs)/d(inputs) weighted by grad_outputs, returned instead of accumulated.
+// allow_unused: an input the outputs do not depend on gives an undefined tensor
+// (otherwise ValueError).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
+                         bool allow_unused = false);
+
+// Compares the analytical gradients of f at `inputs` (float64, requires_grad) with
+// central finite differences; returns false (and fills `report`) on a mismatch.
+bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,
+               double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3, std::string* report = nullptr);
+
+}  // namespace flambeau::autograd

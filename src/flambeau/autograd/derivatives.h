@@ -1,0 +1,55 @@
+// The backward formulas of the ops, called by the ops themselves right after they compute
+// their outputs (each records nothing unless grad mode is on and an input requires grad).
+#pragma once
+#include <functional>
+#include <string>
+
+#include "flambeau/autograd/function.h"
+#include "flambeau/kernels/cpu/simd.h"
+
+namespace flambeau::autograd {
+
+// The in-place form of an op on a tensor that needs grad: runs `op` out of place on a
+// clone of self (so that saved inputs stay intact), writes the result into self and
+// gives self the result's history. Leaves that require grad are refused.
+Tensor& inplace_with_grad(const char* name, Tensor& self, const std::function<Tensor(const Tensor&)>& op);
+// Writes `result` (computed out of place from self) into self and gives self its history.
+Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& result);
+
+void record_unary(kernels::UnaryOp op, const Tensor& in, Tensor& out);
+void record_softplus(const Tensor& in, double beta, double threshold, Tensor& out);
+
+enum class BinaryGrad { add, sub, mul, div, maximum, minimum, pow, atan2, remainder, none };
+void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out);
+void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
+void record_clamp(const Tensor& t, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out);
+void record_addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value, bool divide, Tensor& out);
+void record_lerp(const Tensor& start, const Tensor& end, const Tensor& weight, Tensor& out);
+// Casts, copies and contiguous(): the gradient passes through (cast back to the input dtype).
+void record_identity(const char* name, const Tensor& in, Tensor& out);
+
+// A view (or reshape) whose backward maps the gradient back with `back`.
+void record_view(const char* name, const Tensor& in, Tensor& out, std::function<Tensor(const Tensor&)> back);
+// slice/narrow/select: the gradient lands in the viewed part of a zero tensor shaped like in.
+void record_slice(const char* name, const Tensor& in, Tensor& out, std::function<Tensor(const Tensor&)> part);
+
+// Reductions over `dims` (empty: all) of `in` into `out`.
+void record_sum(const Tensor& in, const Dims& dims, bool keepdim, double scale, Tensor& out);
+void record_prod(const Tensor& in, const Dims& dims, bool keepdim, Tensor& out);
+void record_extreme(const Tensor& in, const Dims& dims, bool keepdim, Tensor& out);
+// Values of max/min/sort/topk/kthvalue/cummax along dim, picked at `indices`.
+void record_pick(const char* name, const Tensor& in, int64_t dim, const Tensor& indices, bool keepdim, Tensor& out);
+void record_softmax(const Tensor& in, int64_t dim, bool log, Tensor& out);
+void record_cumsum(const Tensor& in, int64_t dim, Tensor& out);
+
+void record_mm(const char* name, const Tensor& a, const Tensor& b, Tensor& out);  // mm and bmm
+void record_addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha, Tensor& out);
+void record_cat(const std::vector<Tensor>& parts, int64_t dim, Tensor& out);
+
+void record_index_select(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out);
+void record_gather(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out);
+void record_embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx, Tensor& out);
+void record_index(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, Tensor& out);
+void record_masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value, Tensor& out);
+
+}  // namespace flambeau::autograd

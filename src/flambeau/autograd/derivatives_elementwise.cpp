@@ -1,0 +1,213 @@
+// Backward formulas of the elementwise ops. Gradients may come back in the broadcast
+// output shape: FunctionNode sums them to each input's shape.
+#include <cmath>
+
+#include "flambeau/autograd/derivatives.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau::autograd {
+using kernels::UnaryOp;
+
+Tensor& inplace_with_grad(const char* name, Tensor& self, const std::function<Tensor(const Tensor&)>& op) {
+  check_inplace_allowed(name, self);
+  return assign_with_grad(name, self, op(self.clone()));
+}
+
+Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& result) {
+  check_inplace_allowed(name, self);
+  {
+    NoGradGuard no_grad;
+    self.copy_(result);
+  }
+  AutogradMeta& m = meta_of(self);
+  const AutogradMeta& r = meta_of(result);
+  m.requires_grad = r.requires_grad;
+  m.grad_fn = r.grad_fn;
+  m.output_nr = r.output_nr;
+  return self;
+}
+
+void record_unary(UnaryOp op, const Tensor& in, Tensor& out) {
+  if (!needs_grad(in)) return;
+  // d out / d in, from the input x and the output y.
+  auto local = [op](const Tensor& x, const Tensor& y) -> Tensor {
+    switch (op) {
+      case UnaryOp::neg: return full_like(x, -1);
+      case UnaryOp::abs: return sign(x);
+      case UnaryOp::exp: return y;
+      case UnaryOp::exp2: return mul(y, std::log(2.0));
+      case UnaryOp::expm1: return add(y, 1);
+      case UnaryOp::log: return reciprocal(x);
+      case UnaryOp::log2: return reciprocal(mul(x, std::log(2.0)));
+      case UnaryOp::log10: return reciprocal(mul(x, std::log(10.0)));
+      case UnaryOp::log1p: return reciprocal(add(x, 1));
+      case UnaryOp::sqrt: return div(Tensor(0.5), y);
+      case UnaryOp::rsqrt: return mul(pow(y, 3), -0.5);
+      case UnaryOp::reciprocal: return neg(mul(y, y));
+      case UnaryOp::sin: return cos(x);
+      case UnaryOp::cos: return neg(sin(x));
+      case UnaryOp::tan: return add(mul(y, y), 1);
+      case UnaryOp::tanh: return sub(Tensor(1), mul(y, y));
+      case UnaryOp::sigmoid: return mul(y, sub(Tensor(1), y));
+      case UnaryOp::relu: return gt(y, 0).to(y.dtype());
+      case UnaryOp::silu: {
+        const Tensor s = sigmoid(x);
+        return mul(s, add(mul(x, sub(Tensor(1), s)), 1));
+      }
+      case UnaryOp::erf: return mul(exp(neg(mul(x, x))), 2.0 / std::sqrt(M_PI));
+      case UnaryOp::gelu_erf: {
+        const Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1), 0.5);
+        const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / std::sqrt(2 * M_PI));
+        return add(cdf, mul(x, pdf));
+      }
+      case UnaryOp::gelu_tanh: {
+        const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+        const Tensor x2 = mul(x, x);
+        const Tensor inner = mul(mul(x, add(mul(x2, c), 1)), k);
+        const Tensor t = tanh(inner);
+        const Tensor dinner = mul(add(mul(x2, 3 * c), 1), k);
+        return add(mul(add(t, 1), 0.5), mul(mul(mul(x, sub(Tensor(1), mul(t, t))), dinner), 0.5));
+      }
+      default: return zeros_like(x);  // sign, floor, ceil, round, trunc: zero almost everywhere
+    }
+  };
+  record("UnaryBackward", {&out}, {&in}, {in, out}, [local](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+    return std::vector<Tensor>{mul(g[0], local(s[0], s[1]))};
+  });
+}
+
+void record_softplus(const Tensor& in, double beta, double threshold, Tensor& out) {
+  record("SoftplusBackward", {&out}, {&in}, {in}, [beta, threshold](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+    const Tensor bx = mul(s[0], beta);
+    return std::vector<Tensor>{mul(g[0], where(gt(bx, threshold), Tensor(1.0), sigmoid(bx)))};
+  });
+}
+
+void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out) {
+  if (!needs_grad(a, b)) return;
+  const double al = alpha.to_double();
+  BackwardFn fn;
+  std::vector<Tensor> saved;
+  switch (op) {
+    case BinaryGrad::add:
+    case BinaryGrad::sub: {
+      const double sb = op == BinaryGrad::add ? al : -al;
+      fn = [sb](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+        return std::vector<Tensor>{g[0], sb == 1 ? g[0] : mul(g[0], sb)};
+      };
+      break;
+    }
+    case BinaryGrad::mul:
+      saved = {requires_grad(b) ? a : Tensor(), requires_grad(a) ? b : Tensor()};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        return std::vector<Tensor>{s[1].defined() ? mul(g[0], s[1]) : Tensor(), s[0].defined() ? mul(g[0], s[0]) : Tensor()};
+      };
+      break;
+    case BinaryGrad::div:
+      saved = {a, b};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        const Tensor ga = div(g[0], s[1]);
+        return std::vector<Tensor>{ga, neg(mul(ga, div(s[0], s[1])))};
+      };
+      break;
+    case BinaryGrad::maximum:
+    case BinaryGrad::minimum: {
+      const bool is_max = op == BinaryGrad::maximum;
+      saved = {a, b};
+      fn = [is_max](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        // Ties split the gradient in half, as in PyTorch.
+        const Tensor a_wins = (is_max ? gt(s[0], s[1]) : lt(s[0], s[1])).to(g[0].dtype());
+        const Tensor tie = eq(s[0], s[1]).to(g[0].dtype());
+        const Tensor wa = add(a_wins, mul(tie, 0.5));
+        return std::vector<Tensor>{mul(g[0], wa), mul(g[0], sub(Tensor(1), wa))};
+      };
+      break;
+    }
+    case BinaryGrad::pow:
+      saved = {a, b, out};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        const Tensor& x = s[0];
+        const Tensor& p = s[1];
+        const Tensor gx = mul(g[0], mul(p, pow(x, sub(p, 1))));
+        // d/dp x^p = x^p log x, taken as 0 where x == 0 (and p >= 0), as PyTorch does.
+        const Tensor gp = mul(g[0], where(logical_and(eq(x, 0), ge(p, 0)), Tensor(0.0), mul(s[2], log(x))));
+        return std::vector<Tensor>{where(eq(p, 0), Tensor(0.0), gx), gp};
+      };
+      break;
+    case BinaryGrad::atan2:
+      saved = {a, b};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        const Tensor denom = add(mul(s[0], s[0]), mul(s[1], s[1]));
+        return std::vector<Tensor>{mul(g[0], div(s[1], denom)), neg(mul(g[0], div(s[0], denom)))};
+      };
+      break;
+    case BinaryGrad::remainder:
+      saved = {a, b};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        return std::vector<Tensor>{g[0], neg(mul(g[0], floor(div(s[0], s[1]))))};
+      };
+      break;
+    case BinaryGrad::none:
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+        return std::vector<Tensor>{zeros_like(g[0]), zeros_like(g[0])};
+      };
+      break;
+  }
+  record("BinaryBackward", {&out}, {&a, &b}, std::move(saved), std::move(fn));
+}
+
+void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
+  if (!needs_grad(a, b)) return;
+  record("WhereBackward", {&out}, {nullptr, &a, &b}, {cond}, [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+    const Tensor zero = zeros({}, g[0].dtype());
+    return std::vector<Tensor>{Tensor(), where(s[0], g[0], zero), where(s[0], zero, g[0])};
+  });
+}
+
+void record_clamp(const Tensor& t, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out) {
+  const Tensor l = lo.value_or(Tensor()), h = hi.value_or(Tensor());
+  if (!needs_grad(t, l, h)) return;
+  record("ClampBackward", {&out}, {&t, &l, &h}, {t, l, h}, [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+    const Tensor zero = zeros({}, g[0].dtype());
+    Tensor pass = g[0], gl, gh;
+    if (s[1].defined()) {
+      const Tensor below = lt(s[0], s[1]);
+      gl = where(below, g[0], zero);
+      pass = where(below, zero, pass);
+    }
+    if (s[2].defined()) {
+      const Tensor above = gt(s[0], s[2]);
+      gh = where(above, g[0], zero);
+      pass = where(above, zero, pass);
+    }
+    return std::vector<Tensor>{pass, gl, gh};
+  });
+}
+
+void record_addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value, bool divide, Tensor& out) {
+  if (!needs_grad(self, t1, t2)) return;
+  const double v = value.to_double();
+  record(divide ? "AddcdivBackward" : "AddcmulBackward", {&out}, {&self, &t1, &t2}, {t1, t2},
+         [v, divide](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+           if (!divide) return std::vector<Tensor>{g[0], mul(g[0], mul(s[1], v)), mul(g[0], mul(s[0], v))};
+           const Tensor g1 = div(mul(g[0], v), s[1]);
+           return std::vector<Tensor>{g[0], g1, neg(mul(g1, div(s[0], s[1])))};
+         });
+}
+
+void record_lerp(const Tensor& start, const Tensor& end, const Tensor& weight, Tensor& out) {
+  if (!needs_grad(start, end, weight)) return;
+  record("LerpBackward", {&out}, {&start, &end, &weight}, {start, end, weight},
+         [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+           return std::vector<Tensor>{mul(g[0], sub(Tensor(1), s[2])), mul(g[0], s[2]), mul(g[0], sub(s[1], s[0]))};
+         });
+}
+
+void record_identity(const char* name, const Tensor& in, Tensor& out) {
+  if (!needs_grad(in)) return;
+  record(name, {&out}, {&in}, {}, [](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+    return std::vector<Tensor>{g[0]};
+  });
+}
+
+}  // namespace flambeau::autograd

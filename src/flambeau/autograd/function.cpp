@@ -1,0 +1,69 @@
+// FunctionNode and record(): the generic backward node of differentiable ops.
+#include "flambeau/autograd/function.h"
+
+#include "flambeau/ops/ops.h"
+
+namespace flambeau::autograd {
+
+FunctionNode::FunctionNode(const char* name, BackwardFn fn, std::vector<Tensor> saved,
+                           const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs)
+    : name_(name), fn_(std::move(fn)) {
+  for (const Tensor& t : saved) saved_.emplace_back(t);
+  for (const Tensor* in : inputs) {
+    input_shapes_.push_back(in && in->defined() ? in->sizes() : Dims{});
+    input_dtypes_.push_back(in && in->defined() ? in->dtype() : kFloat32);
+  }
+  for (const Tensor* out : outputs) {
+    output_shapes_.push_back(out->sizes());
+    output_dtypes_.push_back(out->dtype());
+  }
+}
+
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
+  grads.resize(output_shapes_.size());
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!grads[i].defined()) grads[i] = zeros(output_shapes_[i], output_dtypes_[i]);
+  std::vector<Tensor> saved;
+  for (const SavedTensor& s : saved_) saved.push_back(s.unpack(*this));
+  std::vector<Tensor> out = fn_(grads, saved);
+  out.resize(next.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!out[i].defined() || !next[i].fn) {
+      out[i] = Tensor();
+      continue;
+    }
+    if (out[i].sizes() != input_shapes_[i]) out[i] = sum_to(out[i], input_shapes_[i]);
+    if (out[i].dtype() != input_dtypes_[i]) out[i] = out[i].to(input_dtypes_[i]);
+  }
+  return out;
+}
+
+void FunctionNode::release_saved() {
+  for (SavedTensor& s : saved_) s.reset();
+  released = true;
+}
+
+void record(const char* name, std::initializer_list<Tensor*> outputs, std::initializer_list<const Tensor*> inputs,
+            std::vector<Tensor> saved, BackwardFn fn) {
+  if (!grad_mode_enabled()) return;
+  bool any = false;
+  for (const Tensor* in : inputs) any = any || (in && requires_grad(*in));
+  if (!any) return;
+  const std::vector<const Tensor*> ins(inputs);
+  const std::vector<Tensor*> outs(outputs);
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn), std::move(saved), ins, outs);
+  set_history(outs, node, ins);
+}
+
+Tensor sum_to(const Tensor& g, const Dims& shape) {
+  const int64_t lead = g.dim() - int64_t(shape.size());
+  FLB_CHECK(lead >= 0, ValueError, "[sum_to] gradient of shape ", shape_str(g.sizes()), " cannot be reduced to ",
+            shape_str(shape));
+  Dims dims;
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (d < lead || (shape[size_t(d - lead)] == 1 && g.size(d) != 1)) dims.push_back(d);
+  Tensor r = dims.empty() ? g : sum(g, dims, true);
+  return r.reshape(shape);
+}
+
+}  // namespace flambeau::autograd

@@ -1,0 +1,130 @@
+// Autograd state of tensors: grad mode, AutogradMeta, saved tensors, AccumulateGrad, and
+// the Tensor methods requires_grad / grad / grad_fn / detach / backward / retain_grad.
+#include <atomic>
+
+#include "flambeau/autograd/autograd.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau::autograd {
+namespace {
+thread_local bool t_grad_mode = true;
+std::atomic<uint64_t> g_next_seq{0};
+}  // namespace
+
+bool grad_mode_enabled() { return t_grad_mode; }
+void set_grad_mode(bool enabled) { t_grad_mode = enabled; }
+
+Node::Node() : seq(g_next_seq.fetch_add(1, std::memory_order_relaxed)) {}
+
+AutogradMeta& meta_of(const Tensor& t) {
+  auto& m = t.impl()->autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+
+Tensor SavedTensor::unpack(const Node& owner) const {
+  FLB_CHECK(!owner.released, Error, "[backward] trying to backward through the graph of ", owner.name(),
+            " a second time (its saved tensors were freed); pass retain_graph=true to the first backward");
+  if (data_.defined())
+    FLB_CHECK(data_.version() == version_, Error, "[backward] a tensor saved by ", owner.name(),
+              " for the gradient was modified by an in-place operation (version ", data_.version(), ", expected ",
+              version_, "); clone it before modifying it");
+  return data_;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
+  Tensor g = grads.empty() ? Tensor() : grads[0];
+  if (!g.defined()) return {};
+  AutogradMeta& m = meta_of(leaf_);
+  for (const TensorHook& hook : m.hooks) {
+    Tensor r = hook(g);
+    if (r.defined()) g = r;
+  }
+  NoGradGuard no_grad;
+  if (!m.grad.defined()) m.grad = g.to(leaf_.dtype()).clone();  // owned: later steps add into it
+  else m.grad.add_(g);
+  for (auto& hook : m.post_accumulate_hooks) hook(leaf_);
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.impl()->autograd) return {};
+  AutogradMeta& m = *t.impl()->autograd;
+  if (m.grad_fn) return {m.grad_fn, m.output_nr};
+  if (!m.requires_grad) return {};
+  std::shared_ptr<Node> acc = m.grad_accumulator.lock();
+  if (!acc) {
+    // The accumulator holds the leaf; the leaf only points back weakly (no cycle).
+    acc = std::make_shared<AccumulateGrad>(t);
+    m.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void set_history(const std::vector<Tensor*>& outputs, const std::shared_ptr<Node>& node,
+                 const std::vector<const Tensor*>& inputs) {
+  node->next.clear();
+  for (const Tensor* in : inputs) node->next.push_back(in ? gradient_edge(*in) : Edge{});
+  node->pre_hooks.resize(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    AutogradMeta& m = meta_of(*outputs[i]);
+    m.requires_grad = true;
+    m.grad_fn = node;
+    m.output_nr = uint32_t(i);
+  }
+}
+
+void check_inplace_allowed(const char* op, const Tensor& t) {
+  FLB_CHECK(!(grad_mode_enabled() && requires_grad(t) && t.is_leaf()), Error, "[", op,
+            "] a leaf tensor that requires grad is used in an in-place operation");
+}
+
+}  // namespace flambeau::autograd
+
+namespace flambeau {
+using namespace autograd;
+
+bool Tensor::requires_grad() const { return autograd::requires_grad(*this); }
+
+Tensor& Tensor::requires_grad_(bool enabled) {
+  FLB_CHECK(is_leaf() || enabled, ValueError,
+            "[requires_grad_] you can only change requires_grad of leaf tensors (use detach())");
+  FLB_CHECK(!enabled || is_floating_point(), TypeError,
+            "[requires_grad_] only floating point tensors can require gradients, got ", dtype_name(dtype()));
+  meta_of(*this).requires_grad = enabled;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl_->autograd ? impl_->autograd->grad : Tensor(); }
+void Tensor::set_grad(const Tensor& g) { meta_of(*this).grad = g; }
+std::shared_ptr<Node> Tensor::grad_fn() const { return impl_->autograd ? impl_->autograd->grad_fn : nullptr; }
+bool Tensor::is_leaf() const { return !grad_fn(); }
+
+Tensor Tensor::detach() const {
+  Tensor out = make_tensor(storage(), dtype(), sizes(), strides(), storage_offset());
+  out.impl()->wrapped_number = impl_->wrapped_number;
+  return out;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph);
+}
+
+void Tensor::retain_grad() const {
+  FLB_CHECK(requires_grad(), Error, "[retain_grad] can't retain_grad on a tensor that doesn't require grad");
+  AutogradMeta& m = meta_of(*this);
+  if (!m.grad_fn || m.retains_grad) return;
+  m.retains_grad = true;
+  std::weak_ptr<AutogradMeta> weak = impl_->autograd;
+  const DType dt = dtype();
+  m.grad_fn->pre_hooks[m.output_nr].push_back([weak, dt](const Tensor& g) {
+    if (auto meta = weak.lock()) {
+      NoGradGuard no_grad;
+      if (!meta->grad.defined()) meta->grad = g.to(dt).clone();
+      else meta->grad.add_(g);
+    }
+    return Tensor();
+  });
+}
+
+}  // namespace flambeau
