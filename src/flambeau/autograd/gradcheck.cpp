@@ -38,9 +38,9 @@ bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const
     for (int64_t k = 0; k < n; ++k) {
       const double saved = x[k];
       x[k] = saved + eps;
-      const Tensor plus = f(inputs).to(kFloat64).contiguous();
+      const Tensor plus = f(inputs).to(kFloat64).clone();  // a copy: f may return a view of x
       x[k] = saved - eps;
-      const Tensor minus = f(inputs).to(kFloat64).contiguous();
+      const Tensor minus = f(inputs).to(kFloat64).clone();
       x[k] = saved;
       for (int64_t j = 0; j < m; ++j) {
         const double num = (plus.data<double>()[j] - minus.data<double>()[j]) / (2 * eps);
