@@ -55,5 +55,6 @@ auto release_call_t(F&& f, A&&... args) {
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 
 }  // namespace flambeau::python

@@ -107,4 +107,5 @@ NB_MODULE(_C, m) {
   bind_tensor(m, cls);
   bind_ops(m, cls);
   bind_more_ops(m, cls);
+  bind_autograd(m, cls);
 }

@@ -1,0 +1,108 @@
+// Autograd in Python: Tensor.requires_grad / grad / grad_fn / backward / register_hook,
+// flambeau._C grad-mode switches, autograd.backward / grad / gradcheck. Hooks written in
+// Python run with the GIL taken back; the engine itself runs without it.
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/shared_ptr.h>
+
+#include "bindings.h"
+
+namespace flambeau::python {
+namespace {
+
+// A Python callable as a tensor hook: its result (None keeps the gradient) replaces g.
+autograd::TensorHook python_hook(nb::object fn) {
+  auto holder = std::make_shared<nb::object>(std::move(fn));
+  return [holder](const Tensor& g) -> Tensor {
+    nb::gil_scoped_acquire gil;
+    nb::object r = (*holder)(g);
+    return r.is_none() ? Tensor() : nb::cast<Tensor>(r);
+  };
+}
+
+std::vector<Tensor> tensors_of(nb::handle h) {
+  std::vector<Tensor> out;
+  if (h.is_none()) return out;
+  Tensor* t = nullptr;
+  if (nb::try_cast<Tensor*>(h, t) && t) return {*t};
+  for (nb::handle item : h) out.push_back(item.is_none() ? Tensor() : nb::cast<Tensor>(item));
+  return out;
+}
+
+}  // namespace
+
+void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
+  nb::class_<autograd::Node>(m, "Node")
+      .def("name", &autograd::Node::name)
+      .def_prop_ro("next_functions", [](const autograd::Node& n) {
+        nb::list l;
+        for (const autograd::Edge& e : n.next) l.append(nb::make_tuple(e.fn, e.input_nr));
+        return nb::tuple(l);
+      })
+      .def("__repr__", [](const autograd::Node& n) { return "<" + n.name() + ">"; });
+
+  cls.def_prop_rw("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool r) { t.requires_grad_(r); })
+      .def("requires_grad_", [](nb::handle self, bool r) {
+        nb::cast<Tensor&>(self).requires_grad_(r);
+        return nb::borrow(self);
+      }, "requires_grad"_a = true)
+      .def_prop_rw("grad", [](const Tensor& t) -> nb::object {
+        const Tensor g = t.grad();
+        return g.defined() ? nb::cast(g) : nb::none();
+      }, [](Tensor& t, std::optional<Tensor> g) { t.set_grad(g.value_or(Tensor())); }, nb::arg("grad").none())
+      .def_prop_ro("grad_fn", &Tensor::grad_fn)
+      .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      .def_prop_ro("_version", &Tensor::version)
+      .def("detach", &Tensor::detach)
+      .def("retain_grad", &Tensor::retain_grad)
+      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+        nb::gil_scoped_release release;
+        t.backward(gradient.value_or(Tensor()), retain_graph);
+      }, "gradient"_a = nb::none(), "retain_graph"_a = false)
+      .def("register_hook", [](const Tensor& t, nb::object fn) {
+        FLB_CHECK(t.requires_grad(), Error, "[register_hook] cannot register a hook on a tensor that doesn't require gradient");
+        autograd::AutogradMeta& meta = autograd::meta_of(t);
+        if (meta.grad_fn) meta.grad_fn->pre_hooks[meta.output_nr].push_back(python_hook(std::move(fn)));
+        else meta.hooks.push_back(python_hook(std::move(fn)));
+      }, "hook"_a)
+      .def("register_post_accumulate_grad_hook", [](const Tensor& t, nb::object fn) {
+        FLB_CHECK(t.is_leaf() && t.requires_grad(), Error,
+                  "[register_post_accumulate_grad_hook] only leaf tensors that require grad accept this hook");
+        auto holder = std::make_shared<nb::object>(std::move(fn));
+        autograd::meta_of(t).post_accumulate_hooks.push_back([holder](Tensor& leaf) {
+          nb::gil_scoped_acquire gil;
+          (*holder)(leaf);
+        });
+      }, "hook"_a);
+
+  m.def("is_grad_enabled", &autograd::grad_mode_enabled);
+  m.def("_set_grad_enabled", &autograd::set_grad_mode, "enabled"_a);
+  m.def("_backward", [](nb::handle tensors, nb::handle grads, bool retain_graph) {
+    const std::vector<Tensor> roots = tensors_of(tensors), gs = tensors_of(grads);
+    nb::gil_scoped_release release;
+    autograd::backward(roots, gs, retain_graph);
+  }, "tensors"_a, "grad_tensors"_a = nb::none(), "retain_graph"_a = false);
+  m.def("_grad", [](nb::handle outputs, nb::handle inputs, nb::handle grad_outputs, bool retain_graph, bool allow_unused) {
+    const std::vector<Tensor> outs = tensors_of(outputs), ins = tensors_of(inputs), gs = tensors_of(grad_outputs);
+    std::vector<Tensor> r;
+    {
+      nb::gil_scoped_release release;
+      r = autograd::grad(outs, ins, gs, retain_graph, allow_unused);
+    }
+    nb::list l;
+    for (const Tensor& t : r) l.append(t.defined() ? nb::cast(t) : nb::none());
+    return nb::tuple(l);
+  }, "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false, "allow_unused"_a = false);
+  m.def("_gradcheck", [](nb::object fn, std::vector<Tensor> inputs, double eps, double atol, double rtol) {
+    std::string report;
+    const bool ok = autograd::gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          nb::list args;
+          for (const Tensor& t : in) args.append(t);
+          return nb::cast<Tensor>(fn(*nb::tuple(args)));
+        },
+        inputs, eps, atol, rtol, &report);
+    return nb::make_tuple(ok, report);
+  }, "fn"_a, "inputs"_a, "eps"_a = 1e-6, "atol"_a = 1e-5, "rtol"_a = 1e-3);
+}
+
+}  // namespace flambeau::python
