@@ -108,4 +108,5 @@ NB_MODULE(_C, m) {
   bind_ops(m, cls);
   bind_more_ops(m, cls);
   bind_autograd(m, cls);
+  bind_optim(m);
 }

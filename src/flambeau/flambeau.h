@@ -6,3 +6,4 @@
 #include "flambeau/core/parallel.h"
 #include "flambeau/core/tensor.h"
 #include "flambeau/ops/ops.h"
+#include "flambeau/optim/optim.h"
