@@ -56,6 +56,8 @@ Dims dims_from_args(const nb::args& args) {
 }
 
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
+  // Tensor(t) shares t's data (no copy, no history): what nn.Parameter builds on.
+  cls.def("__init__", [](Tensor* self, const Tensor& t) { new (self) Tensor(t.detach()); }, "data"_a);
   cls.def_prop_ro("shape", [](const Tensor& t) { return to_tuple(t.sizes()); })
       .def_prop_ro("dtype", [](const Tensor& t) { return t.dtype(); })
       .def_prop_ro("device", [](const Tensor& t) { return t.device(); })

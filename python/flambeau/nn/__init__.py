@@ -1,2 +1,4 @@
-"""flambeau.nn (modules arrive with the autograd issue; functional ops are here)."""
-from . import functional  # noqa: F401
+"""flambeau.nn: modules, parameters, functional ops and initialisers, as torch.nn."""
+from . import functional, init  # noqa: F401
+from .modules import (GELU, Dropout, Embedding, LayerNorm, Linear, Module, ModuleDict, ModuleList,  # noqa: F401
+                      Parameter, ReLU, RMSNorm, Sequential, Sigmoid, SiLU, Tanh)
