@@ -85,3 +85,53 @@ def _factory(f):
         t = f(*args, **kwargs)
         return t.requires_grad_() if requires_grad else t
     return make
+
+
+class Function:
+    """A differentiable op written in Python, as torch.autograd.Function: subclasses define
+    static forward(ctx, *args) and backward(ctx, *grad_outputs); call with .apply(*args)."""
+
+    @classmethod
+    def apply(cls, *args):
+        ctx = _Context()
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        outputs = out if isinstance(out, tuple) else (out,)
+        inputs = [a for a in args if isinstance(a, _C.Tensor)]
+        if _C.is_grad_enabled() and any(a.requires_grad for a in inputs):
+            positions = [i for i, a in enumerate(args) if isinstance(a, _C.Tensor)]
+
+            def backward(*grads):
+                g = cls.backward(ctx, *grads)
+                g = g if isinstance(g, tuple) else (g,)
+                return tuple(g[i] if i < len(g) else None for i in positions)
+
+            _C._record_function(cls.__name__ + "Backward", inputs, list(outputs), backward)
+        return out
+
+
+class _Context:
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tuple(t.detach() if t is not None else None for t in tensors)
+
+
+def checkpoint(fn, *args, use_reentrant=False):
+    """Runs fn(*args) without keeping its intermediate tensors; backward runs it again
+    (with grad) to get the gradients. fn must be deterministic (no random ops)."""
+    class _Checkpoint(Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            return fn(*inputs)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            with enable_grad():
+                inputs = [a.detach().requires_grad_(a.requires_grad) if isinstance(a, _C.Tensor) else a
+                          for a in args]
+                out = fn(*inputs)
+                outs = list(out) if isinstance(out, tuple) else [out]
+                wanted = [a for a in inputs if isinstance(a, _C.Tensor) and a.requires_grad]
+                got = iter(grad(outs, wanted, list(grads), allow_unused=True)) if wanted else iter(())
+            return tuple(next(got) if isinstance(a, _C.Tensor) and a.requires_grad else None for a in inputs)
+    _Checkpoint.__name__ = "Checkpoint"
+    return _Checkpoint.apply(*args)

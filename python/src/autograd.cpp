@@ -1,10 +1,14 @@
 // Autograd in Python: Tensor.requires_grad / grad / grad_fn / backward / register_hook,
 // flambeau._C grad-mode switches, autograd.backward / grad / gradcheck. Hooks written in
 // Python run with the GIL taken back; the engine itself runs without it.
+#include <mutex>
+#include <set>
+
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/shared_ptr.h>
 
 #include "bindings.h"
+#include "flambeau/autograd/function.h"
 
 namespace flambeau::python {
 namespace {
@@ -92,6 +96,40 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
     for (const Tensor& t : r) l.append(t.defined() ? nb::cast(t) : nb::none());
     return nb::tuple(l);
   }, "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false, "allow_unused"_a = false);
+  // A node whose backward is a Python function: backward(*grads) -> one gradient (or None)
+  // per input. What flambeau.autograd.Function and checkpoint build on.
+  m.def("_record_function", [](const char* name, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+                               nb::object backward) {
+    auto fn = std::make_shared<nb::object>(std::move(backward));
+    const size_t n_in = inputs.size();
+    std::vector<const Tensor*> ins;
+    for (const Tensor& t : inputs) ins.push_back(&t);
+    std::vector<Tensor*> outs;
+    for (Tensor& t : outputs) outs.push_back(&t);
+    static std::set<std::string> names;  // node names must outlive the nodes (set: stable storage)
+    static std::mutex names_mutex;
+    const char* node_name;
+    {
+      std::lock_guard<std::mutex> lock(names_mutex);
+      node_name = names.insert(name).first->c_str();
+    }
+    auto node = std::make_shared<autograd::FunctionNode>(
+        node_name,
+        [fn, n_in](const std::vector<Tensor>& grads, const std::vector<Tensor>&) {
+          nb::gil_scoped_acquire gil;
+          nb::list args;
+          for (const Tensor& g : grads) args.append(g);
+          nb::object r = (*fn)(*nb::tuple(args));
+          std::vector<Tensor> out;
+          if (nb::isinstance<Tensor>(r) || r.is_none()) r = nb::make_tuple(r);
+          for (nb::handle h : r) out.push_back(h.is_none() ? Tensor() : nb::cast<Tensor>(h));
+          FLB_CHECK(out.size() == n_in, Error, "[autograd.Function] backward returned ", out.size(),
+                    " gradients for ", n_in, " inputs");
+          return out;
+        },
+        std::vector<Tensor>{}, ins, outs);
+    autograd::set_history(outs, node, ins);
+  }, "name"_a, "inputs"_a, "outputs"_a, "backward"_a);
   m.def("_gradcheck", [](nb::object fn, std::vector<Tensor> inputs, double eps, double atol, double rtol) {
     std::string report;
     const bool ok = autograd::gradcheck(

@@ -1,6 +1,6 @@
 """flambeau.optim: SGD, Adam and AdamW with torch.optim's arguments and update rules.
 Each step runs in C++, fused over all parameters."""
-from . import _C
+from .. import _C
 
 Optimizer = _C._optim.Optimizer
 
@@ -21,3 +21,5 @@ class Adam(_C._optim.Adam):
 class AdamW(_C._optim.AdamW):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, maximize=False):
         super().__init__(list(params), lr, tuple(betas), eps, weight_decay, maximize)
+
+from . import lr_scheduler  # noqa: E402,F401

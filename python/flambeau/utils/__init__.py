@@ -1,0 +1,2 @@
+"""flambeau.utils: checkpoint (as torch.utils.checkpoint)."""
+from . import checkpoint  # noqa: F401

@@ -1,0 +1,2 @@
+"""Activation checkpointing: recompute a function's activations during backward."""
+from ..autograd import checkpoint  # noqa: F401
