@@ -9,6 +9,7 @@ apt_packages=(
   python3 python3-venv python3-pip
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev
+  dataset-fashion-mnist
 )
 missing=()
 for p in "${apt_packages[@]}"; do
