@@ -5,5 +5,6 @@
 #include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/core/tensor.h"
+#include "flambeau/nn/attention.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/optim/optim.h"
