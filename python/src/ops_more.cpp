@@ -89,6 +89,13 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("_embedding", [](const Tensor& w, const Tensor& i, std::optional<int64_t> p) { return embedding(w, i, p); },
         "weight"_a, "input"_a, "padding_idx"_a = nb::none(), release_gil());
 
+  m.def("_scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
+                                             std::optional<Tensor> mask, double dropout_p, bool is_causal,
+                                             std::optional<double> scale, bool enable_gqa) {
+    return nn::scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa);
+  }, "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
+        "scale"_a = nb::none(), "enable_gqa"_a = false, release_gil());
+
   // Joining and splitting.
   m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0,
         release_gil());

@@ -109,3 +109,27 @@ def test_module_state_train_eval_and_init():
     assert isinstance(m[0].weight, fl.nn.Parameter) and m[0].weight.requires_grad
     m.double()
     assert m[0].weight.dtype is fl.float64
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "bool_mask", "additive_mask", "gqa"])
+def test_sdpa_matches_torch(case):
+    r = np.random.default_rng(9)
+    hk = 2 if case == "gqa" else 4
+    q, k, v = r.standard_normal((2, 4, 40, 16)), r.standard_normal((2, hk, 70, 16)), r.standard_normal((2, hk, 70, 8))
+    mask = None
+    if case == "bool_mask":
+        mask = r.random((40, 70)) > 0.3
+        mask[:, 0] = True
+    if case == "additive_mask":
+        mask = r.standard_normal((1, 40, 70))
+    kw = dict(is_causal=case == "causal", enable_gqa=case == "gqa")
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    fq, fk, fv = (fl.tensor(a, requires_grad=True) for a in (q, k, v))
+    to = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, None if mask is None else torch.tensor(mask), **kw)
+    fo = fl.nn.functional.scaled_dot_product_attention(fq, fk, fv, None if mask is None else fl.tensor(mask), **kw)
+    assert_close(fo, to, rtol=1e-10, atol=1e-12)
+    g = r.standard_normal(tuple(to.shape))
+    to.backward(torch.tensor(g))
+    fo.backward(fl.tensor(g))
+    for f, t in [(fq, tq), (fk, tk), (fv, tv)]:
+        assert_close(f.grad, t.grad, rtol=1e-9, atol=1e-11)
