@@ -13,12 +13,20 @@
 
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::nn {
 namespace {
 
-constexpr int64_t kBq = 32, kBk = 64;
+constexpr int64_t kBq = 64, kBk = 128;
+
+// x[i] = exp(x[i]) on a row, with the SIMD kernel.
+template <class T>
+void exp_row(T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) kernels::unary_f32(kernels::UnaryOp::exp, x, x, n);
+  else kernels::unary_f64(kernels::UnaryOp::exp, x, x, n);
+}
 
 // c[m, n] = alpha * a[m, k] @ op(b) + beta * c, row-major; op(b) = b^T when trans_b.
 template <class T>
@@ -92,8 +100,10 @@ void forward(const Problem& p, const T* q, const T* k, const T* v, T* out, T* ls
             continue;
           }
           const T corr = std::exp(m[size_t(r)] - mx);
+          for (int64_t c = 0; c < cols; ++c) sr[c] -= mx;
+          exp_row(sr, cols);
           T sum = 0;
-          for (int64_t c = 0; c < cols; ++c) sum += (sr[c] = std::exp(sr[c] - mx));
+          for (int64_t c = 0; c < cols; ++c) sum += sr[c];
           l[size_t(r)] = l[size_t(r)] * corr + sum;
           m[size_t(r)] = mx;
           if (corr != T(1))
@@ -141,11 +151,15 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
             const int64_t cols = std::min(kBk, p.S - j0);
             gemm<T>(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
             apply_mask(p, b, h, i0, rows, j0, cols, s.data());
-            for (int64_t r = 0; r < rows; ++r)
-              for (int64_t c = 0; c < cols; ++c) {
-                T& x = s[size_t(r * kBk + c)];
-                x = std::isinf(lt[r]) ? T(0) : std::exp(x - lt[r]);  // P
+            for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse); rows that see nothing get 0
+              T* sr = s.data() + r * kBk;
+              if (std::isinf(lt[r])) {
+                std::fill(sr, sr + cols, T(0));
+                continue;
               }
+              for (int64_t c = 0; c < cols; ++c) sr[c] -= lt[r];
+              exp_row(sr, cols);
+            }
             // dV += P^T dO ; dP = dO V^T ; dS = P (dP - D) ; dQ += dS K scale ; dK += dS^T Q scale
             gemm<T>(true, false, cols, p.Ev, rows, T(1), s.data(), kBk, dot, p.Ev, T(1), dvh + j0 * p.Ev, p.Ev);
             gemm<T>(false, true, rows, cols, p.Ev, T(1), dot, p.Ev, vh + j0 * p.Ev, p.Ev, T(0), dp.data(), kBk);

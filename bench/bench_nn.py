@@ -1,0 +1,100 @@
+"""Autograd/nn/optim benchmarks, flambeau vs PyTorch 2.13 in one process, 2 threads,
+float32: SDPA causal forward and forward+backward (B=4, H=12, S=1024, D=64), one training
+step (forward, backward, AdamW) of a pre-norm transformer block at d_model 768, and an
+AdamW step over 124M parameters. Alternating runs, medians.
+Usage: .venv/bin/python bench/bench_nn.py [reps]   (prints a Markdown table)"""
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+import flambeau as fl
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def pair(f, t, reps):
+    f(), t()
+    fs, ts = [], []
+    for _ in range(reps):
+        fs.append(timed(f))
+        ts.append(timed(t))
+    return statistics.median(fs), statistics.median(ts)
+
+
+def block(nn, F, d=768, heads=12):
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.reshape(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(a)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+    return Block()
+
+
+def main(reps=5):
+    fl.set_num_threads(2)
+    torch.set_num_threads(2)
+    r = np.random.default_rng(0)
+    rows = []
+
+    q, k, v = (r.standard_normal((4, 12, 1024, 64)).astype(np.float32) for _ in range(3))
+    fq, fk, fv = (fl.tensor(a, requires_grad=True) for a in (q, k, v))
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    sdpa_f, sdpa_t = fl.nn.functional.scaled_dot_product_attention, torch.nn.functional.scaled_dot_product_attention
+    with fl.no_grad(), torch.no_grad():
+        rows.append(("SDPA causal forward (4x12x1024x64)",
+                     *pair(lambda: sdpa_f(fq, fk, fv, is_causal=True), lambda: sdpa_t(tq, tk, tv, is_causal=True), reps)))
+    rows.append(("SDPA causal forward+backward",
+                 *pair(lambda: sdpa_f(fq, fk, fv, is_causal=True).sum().backward(),
+                       lambda: sdpa_t(tq, tk, tv, is_causal=True).sum().backward(), reps)))
+
+    torch.manual_seed(0)
+    tb, fb = block(torch.nn, torch.nn.functional), block(fl.nn, fl.nn.functional)
+    fb.load_state_dict({n: fl.from_dlpack(p.detach().clone()) for n, p in tb.state_dict().items()})
+    x = r.standard_normal((4, 256, 768)).astype(np.float32)
+    fx, tx = fl.tensor(x), torch.tensor(x)
+    fopt, topt = fl.optim.AdamW(fb.parameters(), lr=1e-4), torch.optim.AdamW(tb.parameters(), lr=1e-4)
+
+    def step(model, opt, inp):
+        opt.zero_grad()
+        out = model(inp)
+        (out * out).mean().backward()
+        opt.step()
+    rows.append(("transformer block train step (d=768, 4x256 tokens)",
+                 *pair(lambda: step(fb, fopt, fx), lambda: step(tb, topt, tx), reps)))
+
+    # GPT-2 small's weight matrices (token and position embeddings, 12 layers): 124M.
+    shapes = [(50257, 768), (1024, 768)] + [(768, 2304), (768, 768), (768, 3072), (3072, 768)] * 12
+    fps = [fl.randn(*s, requires_grad=True) for s in shapes]
+    tps = [torch.randn(*s, requires_grad=True) for s in shapes]
+    for p in fps:
+        p.grad = fl.randn(*p.shape)
+    for p in tps:
+        p.grad = torch.randn(*p.shape)
+    n = sum(int(np.prod(s)) for s in shapes)
+    fo2, to2 = fl.optim.AdamW(fps, lr=1e-4), torch.optim.AdamW(tps, lr=1e-4)
+    rows.append((f"AdamW step over {n / 1e6:.0f}M parameters", *pair(fo2.step, to2.step, reps)))
+
+    print("| op (2 threads, float32) | flambeau ms | torch ms | torch/flambeau |")
+    print("|---|---|---|---|")
+    for name, f, t in rows:
+        print(f"| {name} | {f * 1e3:.1f} | {t * 1e3:.1f} | {t / f:.2f} |")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
