@@ -41,11 +41,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
 
 // Everything the kernels need about one call, as [B, H, L, E] contiguous tensors.
 struct Problem {
-  int64_t B, Hq, Hkv, L, S, E, Ev;
-  double scale;
-  bool causal;
+  int64_t B = 0, Hq = 0, Hkv = 0, L = 0, S = 0, E = 0, Ev = 0;
+  double scale = 1;
+  bool causal = false;
   Tensor mask;  // expanded to [B, Hq, L, S] (strided view) or undefined
-  bool mask_is_bool;
+  bool mask_is_bool = false;
 };
 
 // Adds the mask to a score tile (rows i0.., cols j0..); -inf where not allowed.
