@@ -107,8 +107,14 @@ def test_module_state_train_eval_and_init():
     assert w.abs().max().item() <= 0.04 and abs(w.std().item() - 0.0176) < 0.001
     m.zero_grad()
     assert isinstance(m[0].weight, fl.nn.Parameter) and m[0].weight.requires_grad
+    w0 = m[0].weight
+    opt = fl.optim.SGD(m.parameters(), lr=0.1)
     m.double()
-    assert m[0].weight.dtype is fl.float64
+    assert m[0].weight is w0 and w0.dtype is fl.float64 and w0.requires_grad
+    m(fl.ones(2, 3, dtype=fl.float64)).sum().backward()
+    before = w0.tolist()
+    opt.step()  # the optimizer built before .double() updates the converted parameter
+    assert w0.tolist() != before
 
 
 @pytest.mark.parametrize("case", ["plain", "causal", "bool_mask", "additive_mask", "gqa"])

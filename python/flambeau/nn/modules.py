@@ -168,11 +168,13 @@ class Module:
         return self
 
     def to(self, dtype):
-        """Converts floating parameters and buffers to dtype, in place (as torch)."""
+        """Converts floating parameters and buffers to dtype in place (the Parameter objects
+        stay the same, so optimizers built before still hold them), as torch does."""
         for m in self.modules():
-            for name, p in list(m._parameters.items()):
-                if p is not None and p.is_floating_point():
-                    m._parameters[name] = Parameter(p.detach().to(dtype), p.requires_grad)
+            for p in m._parameters.values():
+                if p is not None and p.is_floating_point() and p.dtype is not dtype:
+                    p._set_data(p.detach().to(dtype))
+                    p.grad = None
             for name, b in list(m._buffers.items()):
                 if b is not None and b.is_floating_point():
                     m._buffers[name] = b.to(dtype)
