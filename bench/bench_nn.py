@@ -3,6 +3,7 @@ float32: SDPA causal forward and forward+backward (B=4, H=12, S=1024, D=64), one
 step (forward, backward, AdamW) of a pre-norm transformer block at d_model 768, and an
 AdamW step over 124M parameters. Alternating runs, medians.
 Usage: .venv/bin/python bench/bench_nn.py [reps]   (prints a Markdown table)"""
+import os
 import statistics
 import sys
 import time
@@ -11,6 +12,9 @@ import numpy as np
 import torch
 
 import flambeau as fl
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+from transformer_block import block  # noqa: E402
 
 
 def timed(fn):
@@ -26,24 +30,6 @@ def pair(f, t, reps):
         fs.append(timed(f))
         ts.append(timed(t))
     return statistics.median(fs), statistics.median(ts)
-
-
-def block(nn, F, d=768, heads=12):
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q, k, v = (z.reshape(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(a)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-    return Block()
 
 
 def main(reps=5):
@@ -64,7 +50,7 @@ def main(reps=5):
                        lambda: sdpa_t(tq, tk, tv, is_causal=True).sum().backward(), reps)))
 
     torch.manual_seed(0)
-    tb, fb = block(torch.nn, torch.nn.functional), block(fl.nn, fl.nn.functional)
+    tb, fb = block(torch.nn, torch.nn.functional, 768, 12), block(fl.nn, fl.nn.functional, 768, 12)
     fb.load_state_dict({n: fl.from_dlpack(p.detach().clone()) for n, p in tb.state_dict().items()})
     x = r.standard_normal((4, 256, 768)).astype(np.float32)
     fx, tx = fl.tensor(x), torch.tensor(x)

@@ -128,4 +128,22 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return x.numel() == 0 || std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) == 0;
 }
 
+// Row-major coordinates of flat position p in `shape`, and back.
+inline Dims coords_of(int64_t p, const Dims& shape) {
+  Dims c(shape.size(), 0);
+  for (size_t d = shape.size(); d-- > 0;) c[d] = p % shape[d], p /= shape[d];
+  return c;
+}
+inline int64_t flat_of(const Dims& c, const Dims& shape) {
+  int64_t p = 0;
+  for (size_t d = 0; d < shape.size(); ++d) p = p * shape[d] + c[d];
+  return p;
+}
+
+// Restores the thread count when a test that changes it ends.
+struct ThreadGuard {
+  int saved = get_num_threads();
+  ~ThreadGuard() { set_num_threads(saved); }
+};
+
 }  // namespace flambeau::testing

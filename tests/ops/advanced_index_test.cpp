@@ -7,16 +7,6 @@
 namespace flambeau::testing {
 namespace {
 
-Dims coords_of(int64_t p, const Dims& shape) {
-  Dims c(shape.size(), 0);
-  for (size_t d = shape.size(); d-- > 0;) c[d] = p % shape[d], p /= shape[d];
-  return c;
-}
-int64_t flat_of(const Dims& c, const Dims& shape) {
-  int64_t p = 0;
-  for (size_t d = 0; d < shape.size(); ++d) p = p * shape[d] + c[d];
-  return p;
-}
 // Flat position in a tensor of `shape` of the element that broadcasting maps to `c`
 // (coordinates in a shape with c.size() >= shape.size() dims, right-aligned).
 int64_t broadcast_pos(const Dims& c, const Dims& shape) {
@@ -25,10 +15,6 @@ int64_t broadcast_pos(const Dims& c, const Dims& shape) {
   for (size_t d = 0; d < shape.size(); ++d) p = p * shape[d] + (shape[d] == 1 ? 0 : c[off + d]);
   return p;
 }
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
 
 // The result shape of self[indices] and, per result element, the flat position read in
 // self; integer indices only (a test turns masks into integers on its own).

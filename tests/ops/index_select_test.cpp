@@ -6,20 +6,6 @@
 namespace flambeau::testing {
 namespace {
 
-Dims coords_of(int64_t p, const Dims& shape) {
-  Dims c(shape.size(), 0);
-  for (size_t d = shape.size(); d-- > 0;) c[d] = p % shape[d], p /= shape[d];
-  return c;
-}
-int64_t flat_of(const Dims& c, const Dims& shape) {
-  int64_t p = 0;
-  for (size_t d = 0; d < shape.size(); ++d) p = p * shape[d] + c[d];
-  return p;
-}
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
 
 const Dims kShape = {5, 6, 7};
 const Layout kOwnLayouts[] = {Layout::Contiguous, Layout::Transposed, Layout::Strided};

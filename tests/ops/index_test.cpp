@@ -8,16 +8,6 @@
 namespace flambeau::testing {
 namespace {
 
-Dims coords_of(int64_t p, const Dims& shape) {
-  Dims c(shape.size(), 0);
-  for (size_t d = shape.size(); d-- > 0;) c[d] = p % shape[d], p /= shape[d];
-  return c;
-}
-int64_t flat_of(const Dims& c, const Dims& shape) {
-  int64_t p = 0;
-  for (size_t d = 0; d < shape.size(); ++d) p = p * shape[d] + c[d];
-  return p;
-}
 // a + b as the dtype computes it (one rounding per add; bool: or).
 double add_as(DType dt, double a, double b) {
   if (dt == kFloat32) return float(float(a) + float(b));
@@ -25,10 +15,6 @@ double add_as(DType dt, double a, double b) {
   if (dt == kBool) return (a != 0 || b != 0) ? 1 : 0;
   return a + b;
 }
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
 
 const Dims kShape = {4, 7, 5};
 const DType kDtypes[] = {kFloat32, kFloat64, kInt64, kInt32, kBFloat16, kBool};

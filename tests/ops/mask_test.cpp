@@ -6,11 +6,6 @@
 namespace flambeau::testing {
 namespace {
 
-Dims coords_of(int64_t p, const Dims& shape) {
-  Dims c(shape.size(), 0);
-  for (size_t d = shape.size(); d-- > 0;) c[d] = p % shape[d], p /= shape[d];
-  return c;
-}
 // Values of t broadcast to `shape` (right-aligned, as PyTorch), row-major.
 std::vector<double> broadcast_values(const Tensor& t, const Dims& shape) {
   const std::vector<double> v = values(t);
@@ -25,10 +20,6 @@ std::vector<double> broadcast_values(const Tensor& t, const Dims& shape) {
   }
   return out;
 }
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
 
 const Dims kShape = {5, 6, 7};
 const DType kDtypes[] = {kFloat32, kFloat64, kInt64, kInt32, kBFloat16, kBool};

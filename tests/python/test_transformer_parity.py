@@ -3,6 +3,9 @@ with identical weights gives the same outputs and gradients (float32, 1e-5 relat
 and 10 AdamW steps on it give the same weights (in float64: in float32, Adam's division
 by sqrt(v) turns last-bit gradient differences of near-zero gradients into lr-sized
 steps, so only a float64 run shows whether the two trainings are the same)."""
+import importlib.util
+import os
+
 import numpy as np
 import torch
 
@@ -10,27 +13,16 @@ import flambeau as fl
 from conftest import assert_close
 
 
-def block(nn, F, d=64, heads=4):
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q, k, v = (z.reshape(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(a)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-    return Block()
+spec = importlib.util.spec_from_file_location(
+    "transformer_block", os.path.join(os.path.dirname(__file__), "..", "..", "examples", "transformer_block.py"))
+transformer_block = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(transformer_block)
 
 
 def test_block_forward_backward_and_adamw_steps_match_torch():
     torch.manual_seed(0)
-    tb, fb = block(torch.nn, torch.nn.functional), block(fl.nn, fl.nn.functional)
+    tb, fb = (transformer_block.block(torch.nn, torch.nn.functional, 64, 4),
+              transformer_block.block(fl.nn, fl.nn.functional, 64, 4))
     fb.load_state_dict({k: fl.from_dlpack(v.detach().clone()) for k, v in tb.state_dict().items()})
     x = np.random.default_rng(0).standard_normal((2, 48, 64)).astype(np.float32)
     tx, fx = torch.tensor(x), fl.tensor(x)

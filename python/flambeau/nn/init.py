@@ -2,15 +2,7 @@
 import math
 
 from .. import _C
-
-
-class _no_grad:
-    def __enter__(self):
-        self.prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(False)
-
-    def __exit__(self, *exc):
-        _C._set_grad_enabled(self.prev)
+from ..autograd import no_grad
 
 
 def _fans(t):
@@ -41,17 +33,17 @@ calculate_gain = _gain
 
 
 def uniform_(t, a=0.0, b=1.0, generator=None):
-    with _no_grad():
+    with no_grad():
         return t.uniform_(a, b, generator=generator)
 
 
 def normal_(t, mean=0.0, std=1.0, generator=None):
-    with _no_grad():
+    with no_grad():
         return t.normal_(mean, std, generator=generator)
 
 
 def constant_(t, val):
-    with _no_grad():
+    with no_grad():
         return t.fill_(val)
 
 
@@ -90,7 +82,7 @@ def trunc_normal_(t, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     def cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
-    with _no_grad():
+    with no_grad():
         t.uniform_(2 * lo - 1, 2 * hi - 1, generator=generator)
         u = t.clamp(-1 + 1e-7, 1 - 1e-7)
         # erfinv through Newton steps on erf (flambeau has no erfinv kernel yet).

@@ -4,6 +4,7 @@ import math
 from collections import OrderedDict
 
 from .. import _C
+from ..autograd import no_grad
 from . import functional as F
 from . import init
 
@@ -137,7 +138,7 @@ class Module:
         if strict and (missing or unexpected):
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: "
                                f"missing keys {missing}, unexpected keys {unexpected}")
-        with _C_no_grad():
+        with no_grad():
             for k, v in state_dict.items():
                 if k in own:
                     if tuple(own[k].shape) != tuple(v.shape):
@@ -195,16 +196,20 @@ class Module:
         return head + (")" if not lines else "\n  " + "\n  ".join(lines) + "\n)")
 
 
-class _C_no_grad:
-    def __enter__(self):
-        self.prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(False)
+class _ModuleSequence(Module):
+    """Submodules kept in order, indexable and iterable (Sequential, ModuleList)."""
 
-    def __exit__(self, *exc):
-        _C._set_grad_enabled(self.prev)
+    def __getitem__(self, i):
+        return list(self._modules.values())[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
 
 
-class Sequential(Module):
+class Sequential(_ModuleSequence):
     def __init__(self, *modules):
         super().__init__()
         items = modules[0].items() if len(modules) == 1 and isinstance(modules[0], OrderedDict) else \
@@ -217,17 +222,8 @@ class Sequential(Module):
             x = m(x)
         return x
 
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     def __init__(self, modules=()):
         super().__init__()
         for m in modules:
@@ -236,15 +232,6 @@ class ModuleList(Module):
     def append(self, m):
         self.add_module(str(len(self._modules)), m)
         return self
-
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
 
 class ModuleDict(Module):
@@ -309,7 +296,7 @@ class Embedding(Module):
         self.weight = Parameter(_C.empty(num_embeddings, embedding_dim, dtype=dtype))
         init.normal_(self.weight)
         if padding_idx is not None:
-            with _C_no_grad():
+            with no_grad():
                 self.weight[padding_idx] = 0.0
 
     def forward(self, x):

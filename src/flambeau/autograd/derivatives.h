@@ -34,9 +34,9 @@ void record_view(const char* name, const Tensor& in, Tensor& out, std::function<
 void record_slice(const char* name, const Tensor& in, Tensor& out, std::function<Tensor(const Tensor&)> part);
 
 // Reductions over `dims` (empty: all) of `in` into `out`.
-void record_sum(const Tensor& in, const Dims& dims, bool keepdim, double scale, Tensor& out);
-void record_prod(const Tensor& in, const Dims& dims, bool keepdim, Tensor& out);
-void record_extreme(const Tensor& in, const Dims& dims, bool keepdim, Tensor& out);
+void record_sum(const Tensor& in, const Dims& dims, double scale, Tensor& out);
+void record_prod(const Tensor& in, const Dims& dims, Tensor& out);
+void record_extreme(const Tensor& in, const Dims& dims, Tensor& out);
 // Values of max/min/sort/topk/kthvalue/cummax along dim, picked at `indices`.
 void record_pick(const char* name, const Tensor& in, int64_t dim, const Tensor& indices, bool keepdim, Tensor& out);
 void record_softmax(const Tensor& in, int64_t dim, bool log, Tensor& out);

@@ -31,27 +31,25 @@ void record_slice(const char* name, const Tensor& in, Tensor& out, std::function
   });
 }
 
-void record_sum(const Tensor& in, const Dims& dims, bool keepdim, double scale, Tensor& out) {
+void record_sum(const Tensor& in, const Dims& dims, double scale, Tensor& out) {
   if (!needs_grad(in)) return;
   const Dims keep = ops::reduced_shape("sum", in, dims, true), shape = in.sizes();
   record("SumBackward", {&out}, {&in}, {}, [keep, shape, scale](const Grads& g, const Grads&) {
     Tensor r = g[0].reshape(keep).expand(shape);
     return Grads{scale == 1 ? r : mul(r, scale)};
   });
-  (void)keepdim;
 }
 
-void record_prod(const Tensor& in, const Dims& dims, bool keepdim, Tensor& out) {
+void record_prod(const Tensor& in, const Dims& dims, Tensor& out) {
   if (!needs_grad(in)) return;
   const Dims keep = ops::reduced_shape("prod", in, dims, true);
   // d prod / d x_i = prod / x_i (inputs with zeros give NaN/inf here, unlike PyTorch).
   record("ProdBackward", {&out}, {&in}, {in, out}, [keep](const Grads& g, const Grads& s) {
     return Grads{div(mul(unreduce(g[0], s[0], keep), unreduce(s[1], s[0], keep)), s[0])};
   });
-  (void)keepdim;
 }
 
-void record_extreme(const Tensor& in, const Dims& dims, bool keepdim, Tensor& out) {
+void record_extreme(const Tensor& in, const Dims& dims, Tensor& out) {
   if (!needs_grad(in)) return;
   const Dims keep = ops::reduced_shape("amax", in, dims, true);
   // The gradient is shared evenly among the elements equal to the extreme.
@@ -60,7 +58,6 @@ void record_extreme(const Tensor& in, const Dims& dims, bool keepdim, Tensor& ou
     const Tensor count = sum(hit, dims, true);
     return Grads{div(mul(unreduce(g[0], s[0], keep), hit), count)};
   });
-  (void)keepdim;
 }
 
 void record_pick(const char* name, const Tensor& in, int64_t dim, const Tensor& indices, bool keepdim, Tensor& out) {

@@ -271,14 +271,14 @@ std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t d
 Tensor sum(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
-  autograd::record_sum(t, dims, keepdim, 1.0, out);
+  autograd::record_sum(t, dims, 1.0, out);
   return out;
 }
 
 Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
-  autograd::record_prod(t, dims, keepdim, out);
+  autograd::record_prod(t, dims, out);
   return out;
 }
 
@@ -293,7 +293,7 @@ Tensor mean(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType
     Tensor s = reduce<SumRed>("mean", t, dims, keepdim, dt, is_reduced_float(dt) ? kFloat32 : dt);
     out = div(s, double(n)).to(dt);
   }
-  autograd::record_sum(t, dims, keepdim, 1.0 / double(n), out);
+  autograd::record_sum(t, dims, 1.0 / double(n), out);
   return out;
 }
 
@@ -310,14 +310,14 @@ void check_extreme_dims(const char* op, const Tensor& t, const Dims& dims) {
 Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {
   check_extreme_dims("amax", t, dims);
   Tensor out = reduce<MaxRed>("amax", t, dims, keepdim, t.dtype(), t.dtype());
-  autograd::record_extreme(t, dims, keepdim, out);
+  autograd::record_extreme(t, dims, out);
   return out;
 }
 
 Tensor amin(const Tensor& t, const Dims& dims, bool keepdim) {
   check_extreme_dims("amin", t, dims);
   Tensor out = reduce<MinRed>("amin", t, dims, keepdim, t.dtype(), t.dtype());
-  autograd::record_extreme(t, dims, keepdim, out);
+  autograd::record_extreme(t, dims, out);
   return out;
 }
 

@@ -18,7 +18,8 @@ void check_param(const char* op, const Tensor& p) {
             shape_str(p.sizes()));
 }
 
-// Runs f(param_index, begin, end) over the elements of all `ids` parameters, in parallel.
+// Calls f.template operator()<T>(i, param, grad, begin, end) on runs of the elements of
+// every parameter in `ids` (T: float or double), in parallel.
 template <class F>
 void for_all_elements(const std::vector<Tensor>& params, const std::vector<size_t>& ids, const F& f) {
   std::vector<int64_t> start(ids.size() + 1, 0);
@@ -27,7 +28,11 @@ void for_all_elements(const std::vector<Tensor>& params, const std::vector<size_
     size_t k = size_t(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
     for (; k < ids.size() && start[k] < e; ++k) {
       const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
-      if (lo < hi) f(ids[k], lo, hi);
+      if (lo >= hi) continue;
+      const Tensor& p = params[ids[k]];
+      visit_dtype(p.dtype(), [&]<class T>() {
+        if constexpr (std::is_floating_point_v<T>) f.template operator()<T>(ids[k], p.data<T>(), p.grad().data<T>(), lo, hi);
+      });
     }
   });
 }
@@ -76,24 +81,18 @@ void SGD::step() {
       first[i] = true;  // torch: the first buffer is the gradient itself (no dampening)
     }
   const double lr = lr_;
-  for_all_elements(params_, ids, [&](size_t i, int64_t lo, int64_t hi) {
-    visit_dtype(params_[i].dtype(), [&]<class T>() {
-      if constexpr (std::is_floating_point_v<T>) {
-        T* p = params_[i].data<T>();
-        const T* gp = params_[i].grad().data<T>();
-        T* buf = buffers_[i].defined() ? buffers_[i].data<T>() : nullptr;
-        const T wd = T(opt_.weight_decay), mom = T(opt_.momentum), damp = T(1 - opt_.dampening), step = T(lr);
-        for (int64_t k = lo; k < hi; ++k) {
-          T g = opt_.maximize ? -gp[k] : gp[k];
-          if (wd != 0) g += wd * p[k];
-          if (buf) {
-            buf[k] = first[i] ? g : mom * buf[k] + damp * g;
-            g = opt_.nesterov ? g + mom * buf[k] : buf[k];
-          }
-          p[k] -= step * g;
-        }
+  for_all_elements(params_, ids, [&]<class T>(size_t i, T* p, const T* gp, int64_t lo, int64_t hi) {
+    T* buf = buffers_[i].defined() ? buffers_[i].data<T>() : nullptr;
+    const T wd = T(opt_.weight_decay), mom = T(opt_.momentum), damp = T(1 - opt_.dampening), step = T(lr);
+    for (int64_t k = lo; k < hi; ++k) {
+      T g = opt_.maximize ? -gp[k] : gp[k];
+      if (wd != 0) g += wd * p[k];
+      if (buf) {
+        buf[k] = first[i] ? g : mom * buf[k] + damp * g;
+        g = opt_.nesterov ? g + mom * buf[k] : buf[k];
       }
-    });
+      p[k] -= step * g;
+    }
   });
   for (size_t i : ids) params_[i].bump_version();
 }
@@ -121,27 +120,21 @@ void Adam::step() {
     ++steps_[i];
   }
   const double lr = lr_;
-  for_all_elements(params_, ids, [&](size_t i, int64_t lo, int64_t hi) {
-    visit_dtype(params_[i].dtype(), [&]<class T>() {
-      if constexpr (std::is_floating_point_v<T>) {
-        T* p = params_[i].data<T>();
-        const T* gp = params_[i].grad().data<T>();
-        T* m = exp_avg_[i].data<T>();
-        T* v = exp_avg_sq_[i].data<T>();
-        const double t = double(steps_[i]);
-        const T bc1 = T(1 - std::pow(opt_.beta1, t)), bc2_sqrt = T(std::sqrt(1 - std::pow(opt_.beta2, t)));
-        const T step_size = T(lr) / bc1, b1 = T(1 - opt_.beta1), b2 = T(opt_.beta2), one_b2 = T(1 - opt_.beta2);
-        const T wd = T(opt_.weight_decay), decay = T(1 - lr * opt_.weight_decay), eps = T(opt_.eps);
-        for (int64_t k = lo; k < hi; ++k) {
-          T g = opt_.maximize ? -gp[k] : gp[k];
-          if (decoupled_) p[k] *= decay;
-          else if (wd != 0) g += wd * p[k];
-          m[k] += b1 * (g - m[k]);  // lerp toward g by 1 - beta1
-          v[k] = v[k] * b2 + one_b2 * g * g;
-          p[k] -= step_size * (m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps));
-        }
-      }
-    });
+  for_all_elements(params_, ids, [&]<class T>(size_t i, T* p, const T* gp, int64_t lo, int64_t hi) {
+    T* m = exp_avg_[i].data<T>();
+    T* v = exp_avg_sq_[i].data<T>();
+    const double t = double(steps_[i]);
+    const T bc1 = T(1 - std::pow(opt_.beta1, t)), bc2_sqrt = T(std::sqrt(1 - std::pow(opt_.beta2, t)));
+    const T step_size = T(lr) / bc1, b1 = T(1 - opt_.beta1), b2 = T(opt_.beta2), one_b2 = T(1 - opt_.beta2);
+    const T wd = T(opt_.weight_decay), decay = T(1 - lr * opt_.weight_decay), eps = T(opt_.eps);
+    for (int64_t k = lo; k < hi; ++k) {
+      T g = opt_.maximize ? -gp[k] : gp[k];
+      if (decoupled_) p[k] *= decay;
+      else if (wd != 0) g += wd * p[k];
+      m[k] += b1 * (g - m[k]);  // lerp toward g by 1 - beta1
+      v[k] = v[k] * b2 + one_b2 * g * g;
+      p[k] -= step_size * (m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps));
+    }
   });
   for (size_t i : ids) params_[i].bump_version();
 }
