@@ -109,4 +109,5 @@ NB_MODULE(_C, m) {
   bind_more_ops(m, cls);
   bind_autograd(m, cls);
   bind_optim(m);
+  bind_nn(m);
 }

@@ -1,6 +1,9 @@
 // flambeau.optim's C++ optimizers: SGD, Adam, AdamW (fused steps; the GIL is released).
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 
@@ -12,7 +15,17 @@ void bind_optim(nb::module_& m) {
       .def("step", &optim::Optimizer::step, release_gil())
       .def("zero_grad", &optim::Optimizer::zero_grad, "set_to_none"_a = true)
       .def_prop_rw("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
-      .def_prop_ro("params", &optim::Optimizer::params);
+      .def_prop_ro("params", &optim::Optimizer::params)
+      .def("_options", &optim::Optimizer::options)
+      .def("_set_option", &optim::Optimizer::set_option, "name"_a, "value"_a)
+      .def("_state", [](const optim::Optimizer& o) {
+        optim::OptimizerState s = o.state_dict();
+        return nb::make_tuple(s.params, s.options);
+      })
+      .def("_load_state", [](optim::Optimizer& o, std::vector<std::map<std::string, Tensor>> params,
+                             std::map<std::string, double> options) {
+        o.load_state_dict({std::move(params), std::move(options)});
+      }, "params"_a, "options"_a);
   nb::class_<optim::SGD, optim::Optimizer>(om, "SGD")
       .def("__init__", [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum, double dampening,
                           double weight_decay, bool nesterov, bool maximize) {

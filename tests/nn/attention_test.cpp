@@ -66,5 +66,16 @@ TEST(Attention, GradcheckGqaAndThreadIndependence) {
   EXPECT_EQ(runs[1], runs[3]);
 }
 
+TEST(Attention, AdditiveMaskGetsAGradient) {
+  Tensor q = leaf({2, 3, 4}, 11), k = leaf({2, 5, 4}, 12), v = leaf({2, 5, 3}, 13), mask = leaf({3, 5}, 14);
+  std::string report;
+  EXPECT_TRUE(autograd::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return nn::scaled_dot_product_attention(in[0], in[1], in[2], in[3]);
+      },
+      {q, k, v, mask}, 1e-6, 1e-5, 1e-3, &report))
+      << report;
+}
+
 }  // namespace
 }  // namespace flambeau::testing

@@ -94,3 +94,101 @@ TEST(Optim, ErrorsAndZeroGrad) {
 
 }  // namespace
 }  // namespace flambeau::testing
+
+namespace flambeau::testing {
+namespace {
+
+// A fresh optimizer loaded with another's state_dict continues exactly as the original.
+template <class Make>
+void expect_resume_matches(Make make) {
+  std::vector<Tensor> a = make_params(7), b = make_params(7);
+  auto opt_a = make(a);
+  for (int s = 0; s < 3; ++s) {
+    set_grads(a, s);
+    opt_a->step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    autograd::NoGradGuard no_grad;
+    b[i].copy_(a[i]);
+  }
+  auto opt_b = make(b);
+  opt_b->load_state_dict(opt_a->state_dict());
+  for (int s = 3; s < 6; ++s) {
+    set_grads(a, s);
+    set_grads(b, s);
+    opt_a->step();
+    opt_b->step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], b[i])) << "parameter " << i;
+}
+
+TEST(OptimState, ResumeFromStateDict) {
+  expect_resume_matches([](std::vector<Tensor>& p) {
+    return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.1, 0.9, 0.0, 0.01, true, false});
+  });
+  expect_resume_matches([](std::vector<Tensor>& p) { return std::make_unique<optim::AdamW>(p); });
+  expect_resume_matches([](std::vector<Tensor>& p) {
+    return std::make_unique<optim::Adam>(p, optim::AdamOptions{1e-2, 0.8, 0.9, 1e-6, 0.1, false});
+  });
+}
+
+TEST(OptimState, ContentsAndOptions) {
+  std::vector<Tensor> p = make_params(1);
+  optim::AdamW opt(p, optim::AdamOptions{2e-3, 0.9, 0.95, 1e-8, 0.1, false});
+  optim::OptimizerState s = opt.state_dict();
+  EXPECT_TRUE(s.params[0].empty());  // no state before the first step
+  EXPECT_EQ(s.options.at("lr"), 2e-3);
+  EXPECT_EQ(s.options.at("beta2"), 0.95);
+  set_grads(p, 0);
+  opt.step();
+  opt.step();
+  s = opt.state_dict();
+  EXPECT_EQ(s.params[0].at("step").item<double>(), 2.0);
+  EXPECT_EQ(s.params[0].at("step").dtype(), kFloat32);
+  EXPECT_TRUE(bitwise_equal(s.params[1].at("exp_avg"), opt.exp_avg(1)));
+  // state_dict copies: changing it leaves the optimizer alone.
+  s.params[1].at("exp_avg").fill_(7.0);
+  EXPECT_FALSE(bitwise_equal(s.params[1].at("exp_avg"), opt.exp_avg(1)));
+  opt.set_option("lr", 0.5);
+  EXPECT_EQ(opt.lr(), 0.5);
+  EXPECT_THROW(opt.set_option("momentum", 0.5), ValueError);
+  EXPECT_THROW(opt.set_option("beta1", 1.5), ValueError);
+  EXPECT_EQ(opt.options().at("beta1"), 0.9);
+}
+
+TEST(OptimState, BadStateIsRefusedAndNothingChanges) {
+  std::vector<Tensor> p = make_params(2);
+  optim::Adam opt(p);
+  set_grads(p, 0);
+  opt.step();
+  const optim::OptimizerState good = opt.state_dict();
+  auto refused = [&](optim::OptimizerState bad, const std::string& part) {
+    EXPECT_TRUE(contains(error_of<ValueError>([&] { opt.load_state_dict(bad); }), part)) << part;
+    const optim::OptimizerState now = opt.state_dict();
+    EXPECT_EQ(now.options, good.options);
+    for (size_t i = 0; i < p.size(); ++i) EXPECT_TRUE(bitwise_equal(now.params[i].at("exp_avg"), good.params[i].at("exp_avg")));
+  };
+  optim::OptimizerState s = good;
+  s.params.pop_back();
+  refused(s, "the optimizer 2");
+  s = opt.state_dict();
+  s.params[0].erase("exp_avg_sq");
+  s.params[1].at("exp_avg").fill_(1.0);  // would be written if the check came late
+  refused(s, "lacks 'exp_avg_sq'");
+  s = opt.state_dict();
+  s.params[1]["momentum_buffer"] = zeros(p[1].sizes(), kFloat32);
+  refused(s, "unknown state 'momentum_buffer'");
+  s = opt.state_dict();
+  s.params[0].at("exp_avg") = zeros({1, 2}, kFloat32);
+  refused(s, "must be a floating tensor of shape");
+  s = opt.state_dict();
+  s.options["momentum"] = 0.9;
+  refused(s, "unknown option 'momentum'");
+  s = opt.state_dict();
+  s.options["beta1"] = 2.0;
+  s.params[1].at("exp_avg").fill_(1.0);
+  refused(s, "invalid betas");
+}
+
+}  // namespace
+}  // namespace flambeau::testing

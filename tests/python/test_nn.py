@@ -139,3 +139,90 @@ def test_sdpa_matches_torch(case):
     fo.backward(fl.tensor(g))
     for f, t in [(fq, tq), (fk, tk), (fv, tv)]:
         assert_close(f.grad, t.grad, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("rms", [False, True])
+def test_fused_norms_match_torch(dtype, rms):
+    r = np.random.default_rng(3)
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == "float64" else dict(rtol=2e-5, atol=2e-5)
+    for shape, k in [((4, 7), 1), ((2, 3, 10), 2), ((3, 1031), 1), ((5,), 1)]:
+        ns = shape[-k:]
+        for affine in range(3):  # none, weight, weight + bias
+            x = r.standard_normal(shape) * 2 + 0.5
+            arrays = [x] + [r.standard_normal(ns) for _ in range(affine if not rms else min(affine, 1))]
+            fl_in = [fl.tensor(a, dtype=getattr(fl, dtype), requires_grad=True) for a in arrays]
+            t_in = [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in arrays]
+            if rms:
+                fo = fl.nn.functional.rms_norm(fl_in[0], ns, *fl_in[1:])
+                to = torch.nn.functional.rms_norm(t_in[0], ns, *t_in[1:])
+            else:
+                fo = fl.nn.functional.layer_norm(fl_in[0], ns, *fl_in[1:])
+                to = torch.nn.functional.layer_norm(t_in[0], ns, *t_in[1:])
+            assert_close(fo, to, **tol)
+            g = r.standard_normal(shape)
+            fo.backward(fl.tensor(g, dtype=getattr(fl, dtype)))
+            to.backward(torch.tensor(g, dtype=getattr(torch, dtype)))
+            for f, t in zip(fl_in, t_in):
+                assert_close(f.grad, t.grad, **tol)
+
+
+def test_loss_gradients_match_torch():
+    r = np.random.default_rng(4)
+    F, TF = fl.nn.functional, torch.nn.functional
+    x = r.standard_normal((6, 4))
+    t_idx = np.array([0, 3, 1, -100, 2, 3])
+    probs = r.dirichlet(np.ones(4), 6)
+    w = r.random(4) + 0.5
+    y = r.standard_normal((6, 4))
+    tb = (r.random((6, 4)) > 0.5).astype(np.float64)
+    cases = [
+        ("cross_entropy", lambda m, a, lib: m.cross_entropy(a, lib.tensor(t_idx), weight=lib.tensor(w),
+                                                          label_smoothing=0.1)),
+        ("cross_entropy probs", lambda m, a, lib: m.cross_entropy(a, lib.tensor(probs), weight=lib.tensor(w),
+                                                                label_smoothing=0.2, reduction="sum")),
+        ("nll_loss", lambda m, a, lib: m.nll_loss(a.log_softmax(1), lib.tensor(t_idx), weight=lib.tensor(w))),
+        ("mse_loss", lambda m, a, lib: m.mse_loss(a, lib.tensor(y))),
+        ("l1_loss", lambda m, a, lib: m.l1_loss(a, lib.tensor(y), reduction="sum")),
+        ("bce", lambda m, a, lib: m.binary_cross_entropy_with_logits(a * 5, lib.tensor(tb), weight=lib.tensor(y[0]),
+                                                                     pos_weight=lib.tensor(w))),
+    ]
+    for name, loss in cases:
+        fx, tx = fl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        fl_loss, t_loss = loss(F, fx, fl), loss(TF, tx, torch)
+        assert_close(fl_loss, t_loss, rtol=1e-12, atol=1e-12)
+        fl_loss.backward()
+        t_loss.backward()
+        assert_close(fx.grad, tx.grad, rtol=1e-10, atol=1e-12)
+
+
+def test_cross_entropy_extra_dims_match_torch():
+    r = np.random.default_rng(5)
+    x = r.standard_normal((2, 5, 3, 4))
+    t = r.integers(0, 5, (2, 3, 4))
+    t[0, 1, 2] = -100
+    for reduction in ["mean", "none"]:
+        assert_close(fl.nn.functional.cross_entropy(fl.tensor(x), fl.tensor(t), reduction=reduction, label_smoothing=0.1),
+                     torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), reduction=reduction,
+                                                       label_smoothing=0.1), rtol=1e-12, atol=1e-12)
+
+
+def test_nn_errors_and_init_identity():
+    F = fl.nn.functional
+    with pytest.raises(ValueError, match=r"\[cross_entropy\] reduction must be"):
+        F.cross_entropy(fl.ones(2, 3), fl.tensor([0, 1]), reduction="avg")
+    with pytest.raises(IndexError, match=r"\[cross_entropy\] target 3 is out of bounds for 3 classes"):
+        F.cross_entropy(fl.ones(2, 3), fl.tensor([0, 3]))
+    with pytest.raises(ValueError, match=r"\[layer_norm\] normalized_shape \(4,\)"):
+        F.layer_norm(fl.ones(2, 3), (4,))
+    with pytest.raises(ValueError, match="dropout probability"):
+        F.dropout(fl.ones(3), 1.5)
+    p = fl.nn.Parameter(fl.empty(4, 3))
+    assert fl.nn.init.kaiming_uniform_(p, a=math.sqrt(5)) is p
+    assert p.requires_grad and p.grad_fn is None and p.abs().max().item() <= 1 / math.sqrt(3)
+    g1, g2 = fl.Generator(5), fl.Generator(5)
+    a, b = fl.empty(50, 40), fl.empty(50, 40)
+    fl.nn.init.trunc_normal_(a, std=0.5, generator=g1)
+    fl.nn.init.trunc_normal_(b, std=0.5, generator=g2)
+    assert a.tolist() == b.tolist() and a.abs().max().item() <= 2.0
+    assert fl.nn.init.calculate_gain("leaky_relu", 0.2) == torch.nn.init.calculate_gain("leaky_relu", 0.2)

@@ -55,3 +55,67 @@ def test_training_loop_reduces_the_loss():
         opt.step()
     assert loss.item() < 1e-3
     assert np.allclose(w.detach().numpy().ravel(), [1.0, -2.0, 0.5], atol=0.02)
+
+
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_state_dict_matches_torch_and_resumes(name, kw):
+    r = np.random.default_rng(5)
+    shapes = [(4, 3), (6,)]
+    fps = [fl.tensor(r.standard_normal(s), requires_grad=True) for s in shapes]
+    tps = [torch.tensor(p.numpy(), requires_grad=True) for p in fps]
+    fopt = getattr(fl.optim, name)(fps, **kw)
+    topt = getattr(torch.optim, name)(tps, **kw)
+    grads = [[r.standard_normal(s) for s in shapes] for _ in range(6)]
+
+    def step(opt, ps, lib, g):
+        for p, gi in zip(ps, g):
+            p.grad = lib.tensor(gi, dtype=p.dtype)
+        opt.step()
+
+    for g in grads[:3]:
+        step(fopt, fps, fl, g)
+        step(topt, tps, torch, g)
+    fsd, tsd = fopt.state_dict(), topt.state_dict()
+    assert sorted(fsd["state"]) == sorted(tsd["state"])
+    for i, ts in tsd["state"].items():
+        assert sorted(fsd["state"][i]) == sorted(ts)
+        for k, v in ts.items():
+            assert_close(fsd["state"][i][k], v, rtol=1e-6, atol=1e-6)
+    fg, tg = fsd["param_groups"][0], tsd["param_groups"][0]
+    for k in fg:
+        assert fg[k] == pytest.approx(tg[k]) if not isinstance(fg[k], tuple) else tuple(fg[k]) == tuple(tg[k]), k
+
+    # A new optimizer on copies of the parameters, loaded with the state, continues identically.
+    copies = [fl.tensor(p.detach().numpy(), requires_grad=True) for p in fps]
+    resumed = getattr(fl.optim, name)(copies, lr=123.0)
+    resumed.load_state_dict(fsd)
+    assert resumed.param_groups[0]["lr"] == kw["lr"]
+    for g in grads[3:]:
+        step(fopt, fps, fl, g)
+        step(resumed, copies, fl, g)
+    for a, b in zip(fps, copies):
+        assert np.array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_param_groups_write_through_and_bad_state():
+    p = fl.zeros(3, requires_grad=True)
+    opt = fl.optim.AdamW([p], lr=0.1)
+    g = opt.param_groups[0]
+    assert g["params"][0] is p and g["betas"] == (0.9, 0.999) and g["weight_decay"] == 0.01
+    for group in opt.param_groups:
+        group["lr"] *= 0.5
+        group["betas"] = (0.8, 0.99)
+    assert opt.lr == 0.05 and opt.param_groups[0]["betas"] == (0.8, 0.99)
+    with pytest.raises(ValueError, match="invalid betas"):
+        opt.param_groups[0]["betas"] = (1.5, 0.9)
+    sd = opt.state_dict()
+    sd["param_groups"][0]["params"] = [0, 1]
+    with pytest.raises(ValueError, match="parameter groups do not match"):
+        opt.load_state_dict(sd)
+    p.grad = fl.ones(3)
+    opt.step()
+    sd = opt.state_dict()
+    sd["state"][0]["exp_avg"] = fl.zeros(4)
+    with pytest.raises(ValueError, match="must be a floating tensor of shape"):
+        opt.load_state_dict(sd)
+    assert opt.state_dict()["state"][0]["exp_avg"].shape == (3,)

@@ -27,6 +27,8 @@ void record_addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scal
 void record_lerp(const Tensor& start, const Tensor& end, const Tensor& weight, Tensor& out);
 // Casts, copies and contiguous(): the gradient passes through (cast back to the input dtype).
 void record_identity(const char* name, const Tensor& in, Tensor& out);
+// Random sampling from `in` (in-place samplers, bernoulli): a zero gradient, as in PyTorch.
+void record_zero_grad(const char* name, const Tensor& in, Tensor& out);
 
 // A view (or reshape) whose backward maps the gradient back with `back`.
 void record_view(const char* name, const Tensor& in, Tensor& out, std::function<Tensor(const Tensor&)> back);
@@ -41,6 +43,8 @@ void record_extreme(const Tensor& in, const Dims& dims, Tensor& out);
 void record_pick(const char* name, const Tensor& in, int64_t dim, const Tensor& indices, bool keepdim, Tensor& out);
 void record_softmax(const Tensor& in, int64_t dim, bool log, Tensor& out);
 void record_cumsum(const Tensor& in, int64_t dim, Tensor& out);
+void record_cumprod(const Tensor& in, int64_t dim, Tensor& out);
+void record_logcumsumexp(const Tensor& in, int64_t dim, Tensor& out);
 
 void record_mm(const char* name, const Tensor& a, const Tensor& b, Tensor& out);  // mm and bmm
 void record_addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha, Tensor& out);
@@ -51,5 +55,23 @@ void record_gather(const Tensor& self, int64_t dim, const Tensor& index, Tensor&
 void record_embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx, Tensor& out);
 void record_index(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, Tensor& out);
 void record_masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value, Tensor& out);
+
+// derivatives_index.cpp: the indexing writes, masked_scatter/select and take. `index` and
+// `dim` are as given to the op (the formulas call the public ops with them).
+// scatter (add false) or scatter_add (add true); a wrapped-number src gets no gradient.
+void record_scatter(const char* name, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool add,
+                    Tensor& out);
+void record_scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                           const std::string& reduce, bool include_self, Tensor& out);
+void record_index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha,
+                      Tensor& out);
+void record_index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Tensor& out);
+void record_index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value, Tensor& out);
+void record_index_put(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                      bool accumulate, Tensor& out);
+void record_masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source, Tensor& out);
+void record_masked_select(const Tensor& self, const Tensor& mask, Tensor& out);
+// index: int64, negative entries already wrapped.
+void record_take(const Tensor& self, const Tensor& index, Tensor& out);
 
 }  // namespace flambeau::autograd

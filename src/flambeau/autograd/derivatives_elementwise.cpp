@@ -8,31 +8,13 @@
 namespace flambeau::autograd {
 using kernels::UnaryOp;
 
-Tensor& inplace_with_grad(const char* name, Tensor& self, const std::function<Tensor(const Tensor&)>& op) {
-  check_inplace_allowed(name, self);
-  return assign_with_grad(name, self, op(self.clone()));
-}
-
-Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& result) {
-  check_inplace_allowed(name, self);
-  {
-    NoGradGuard no_grad;
-    self.copy_(result);
-  }
-  AutogradMeta& m = meta_of(self);
-  const AutogradMeta& r = meta_of(result);
-  m.requires_grad = r.requires_grad;
-  m.grad_fn = r.grad_fn;
-  m.output_nr = r.output_nr;
-  return self;
-}
-
 void record_unary(UnaryOp op, const Tensor& in, Tensor& out) {
   if (!needs_grad(in)) return;
-  // d out / d in, from the input x and the output y.
+  // d out / d in, from the input x or the output y (only the one the op needs is saved,
+  // as in PyTorch, so that in-place changes to the other are allowed).
   auto local = [op](const Tensor& x, const Tensor& y) -> Tensor {
     switch (op) {
-      case UnaryOp::neg: return full_like(x, -1);
+      case UnaryOp::neg: return Tensor(-1.0);
       case UnaryOp::abs: return sign(x);
       case UnaryOp::exp: return y;
       case UnaryOp::exp2: return mul(y, std::log(2.0));
@@ -68,12 +50,26 @@ void record_unary(UnaryOp op, const Tensor& in, Tensor& out) {
         const Tensor dinner = mul(add(mul(x2, 3 * c), 1), k);
         return add(mul(add(t, 1), 0.5), mul(mul(mul(x, sub(Tensor(1), mul(t, t))), dinner), 0.5));
       }
-      default: return zeros_like(x);  // sign, floor, ceil, round, trunc: zero almost everywhere
+      default: return Tensor();  // sign, floor, ceil, round, trunc: zero almost everywhere
     }
   };
-  record("UnaryBackward", {&out}, {&in}, {in, out}, [local](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-    return std::vector<Tensor>{mul(g[0], local(s[0], s[1]))};
-  });
+  bool uses_output = false, uses_input = true;
+  switch (op) {
+    case UnaryOp::exp: case UnaryOp::exp2: case UnaryOp::expm1: case UnaryOp::sqrt: case UnaryOp::rsqrt:
+    case UnaryOp::reciprocal: case UnaryOp::tan: case UnaryOp::tanh: case UnaryOp::sigmoid: case UnaryOp::relu:
+      uses_output = true, uses_input = false;
+      break;
+    case UnaryOp::neg: case UnaryOp::sign: case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round:
+    case UnaryOp::trunc:
+      uses_input = false;
+      break;
+    default: break;
+  }
+  record("UnaryBackward", {&out}, {&in}, {uses_input ? in : Tensor(), uses_output ? out : Tensor()},
+         [local](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+           const Tensor d = local(s[0], s[1]);
+           return std::vector<Tensor>{d.defined() ? mul(g[0], d) : zeros_like(g[0])};
+         });
 }
 
 void record_softplus(const Tensor& in, double beta, double threshold, Tensor& out) {
@@ -207,6 +203,13 @@ void record_identity(const char* name, const Tensor& in, Tensor& out) {
   if (!needs_grad(in)) return;
   record(name, {&out}, {&in}, {}, [](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
     return std::vector<Tensor>{g[0]};
+  });
+}
+
+void record_zero_grad(const char* name, const Tensor& in, Tensor& out) {
+  if (!needs_grad(in)) return;
+  record(name, {&out}, {&in}, {}, [](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+    return std::vector<Tensor>{zeros_like(g[0])};
   });
 }
 

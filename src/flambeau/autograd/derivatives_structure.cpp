@@ -1,6 +1,10 @@
 // Backward formulas of views, reductions, softmax, scans, matrix products, cat and the
 // indexing ops.
+#include <cmath>
+
 #include "flambeau/autograd/derivatives.h"
+#include "flambeau/core/parallel.h"
+#include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/ops/reduce.h"
 
@@ -12,6 +16,55 @@ using Grads = std::vector<Tensor>;
 // g (reduced over dims) broadcast back to the input's shape.
 Tensor unreduce(const Tensor& g, const Tensor& in_shape_of, const Dims& keep_shape) {
   return g.reshape(keep_shape).expand(in_shape_of.sizes());
+}
+
+// Calls f(in, out, n) on every row along `dim` of the tensors `ins` (one shape, read as
+// float64; in[k] is row k of ins[k]) and returns the float64 results shaped like ins[0].
+// Each row is handled by one thread, so results do not depend on the thread count.
+template <class F>
+Tensor map_rows(const std::vector<Tensor>& ins, int64_t dim, const F& f) {
+  if (ins[0].dim() == 0) {
+    std::vector<Tensor> one;
+    for (const Tensor& t : ins) one.push_back(t.reshape({1}));
+    return map_rows(one, 0, f).reshape({});
+  }
+  std::vector<Tensor> xs;
+  for (const Tensor& t : ins) xs.push_back(t.transpose(dim, -1).to(kFloat64).contiguous());
+  Tensor out = empty(xs[0].sizes(), kFloat64);
+  const int64_t n = out.size(-1), rows = n ? out.numel() / n : 0;
+  parallel_for(0, rows, std::max<int64_t>(1, ops::kElemGrain / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+    std::vector<const double*> in(xs.size());
+    for (int64_t r = b; r < e; ++r) {
+      for (size_t k = 0; k < xs.size(); ++k) in[k] = xs[k].data<double>() + r * n;
+      f(in.data(), out.data<double>() + r * n, n);
+    }
+  });
+  return out.transpose(dim, -1);
+}
+
+// For each element of x, the product of the other elements of its group when reducing x
+// to `keep_shape` (the dims of size 1 there): an exclusive prefix times suffix product.
+Tensor others_product(const Tensor& x, const Dims& keep_shape) {
+  if (x.dim() == 0) return ones({}, kFloat64);
+  Dims perm, reduced_sizes, kept_sizes;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (keep_shape[size_t(d)] != 1) perm.push_back(d), kept_sizes.push_back(x.size(d));
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (keep_shape[size_t(d)] == 1) perm.push_back(d), reduced_sizes.push_back(x.size(d));
+  Dims inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inverse[size_t(perm[i])] = int64_t(i);
+  Dims rows_shape = kept_sizes;
+  rows_shape.push_back(numel_of(reduced_sizes));
+  const Tensor rows = x.permute(perm).reshape(rows_shape);
+  const Tensor r = map_rows({rows}, -1, [](const double* const* in, double* o, int64_t n) {
+    double acc = 1;
+    for (int64_t i = n; i-- > 0;) o[i] = acc, acc *= in[0][i];
+    acc = 1;
+    for (int64_t i = 0; i < n; ++i) o[i] *= acc, acc *= in[0][i];
+  });
+  Dims permuted = kept_sizes;
+  for (int64_t v : reduced_sizes) permuted.push_back(v);
+  return r.reshape(permuted).permute(inverse);
 }
 
 }  // namespace
@@ -43,9 +96,9 @@ void record_sum(const Tensor& in, const Dims& dims, double scale, Tensor& out) {
 void record_prod(const Tensor& in, const Dims& dims, Tensor& out) {
   if (!needs_grad(in)) return;
   const Dims keep = ops::reduced_shape("prod", in, dims, true);
-  // d prod / d x_i = prod / x_i (inputs with zeros give NaN/inf here, unlike PyTorch).
-  record("ProdBackward", {&out}, {&in}, {in, out}, [keep](const Grads& g, const Grads& s) {
-    return Grads{div(mul(unreduce(g[0], s[0], keep), unreduce(s[1], s[0], keep)), s[0])};
+  // d prod / d x_i = the product of the other factors (exact with zeros, unlike prod / x_i).
+  record("ProdBackward", {&out}, {&in}, {in}, [keep](const Grads& g, const Grads& s) {
+    return Grads{mul(unreduce(g[0], s[0], keep), others_product(s[0], keep))};
   });
 }
 
@@ -86,6 +139,39 @@ void record_cumsum(const Tensor& in, int64_t dim, Tensor& out) {
   record("CumsumBackward", {&out}, {&in}, {}, [dim](const Grads& g, const Grads&) {
     if (g[0].dim() == 0) return Grads{g[0]};
     return Grads{add(sub(sum(g[0], {dim}, true), cumsum(g[0], dim)), g[0])};
+  });
+}
+
+void record_cumprod(const Tensor& in, int64_t dim, Tensor& out) {
+  if (!needs_grad(in)) return;
+  // d out_j / d x_i = prod_{m < i} x_m * prod_{i < m <= j} x_m (for j >= i), so
+  // grad_i = P_i * T_i with P_i the exclusive prefix product and T_i = g_i + x_{i+1} T_{i+1}:
+  // no division, exact when x has zeros.
+  record("CumprodBackward", {&out}, {&in}, {in}, [dim](const Grads& g, const Grads& s) {
+    return Grads{map_rows({s[0], g[0]}, dim, [](const double* const* in, double* o, int64_t n) {
+      const double *x = in[0], *gr = in[1];
+      double t = 0;
+      for (int64_t i = n; i-- > 0;) o[i] = t = gr[i] + (i + 1 < n ? x[i + 1] * t : 0);
+      double p = 1;
+      for (int64_t i = 0; i < n; ++i) o[i] *= p, p *= x[i];
+    })};
+  });
+}
+
+void record_logcumsumexp(const Tensor& in, int64_t dim, Tensor& out) {
+  if (!needs_grad(in)) return;
+  // grad_i = sum_{j >= i} g_j exp(x_i - y_j) = exp(x_i - y_i) U_i with
+  // U_i = g_i + exp(y_i - y_{i+1}) U_{i+1}: every exponent is <= 0 (y is non-decreasing).
+  record("LogcumsumexpBackward", {&out}, {&in}, {in, out}, [dim](const Grads& g, const Grads& s) {
+    return Grads{map_rows({s[0], s[1], g[0]}, dim, [](const double* const* in, double* o, int64_t n) {
+      const double *x = in[0], *y = in[1], *gr = in[2];
+      double u = 0;
+      for (int64_t i = n; i-- > 0;) {
+        const double step = i + 1 < n ? (y[i] == y[i + 1] ? 1.0 : std::exp(y[i] - y[i + 1])) : 0.0;
+        u = gr[i] + step * u;
+        o[i] = x[i] == -INFINITY ? 0.0 : std::exp(x[i] - y[i]) * u;
+      }
+    })};
   });
 }
 

@@ -79,6 +79,9 @@ struct AutogradMeta {
   std::vector<TensorHook> hooks;          // leaf tensor hooks (non-leaf hooks live on grad_fn)
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
   bool retains_grad = false;
+  // For views: the storage version when grad_fn was set. A later in-place write into the
+  // same memory makes grad_fn stale; it is then rebuilt from the base's history.
+  uint32_t view_version = 0;
 };
 
 // The AutogradMeta of t, created on demand.
@@ -123,6 +126,10 @@ bool needs_grad(const T&... ts) {
 // The edge a gradient for `t` should follow: its grad_fn's slot, its accumulator for a
 // leaf requiring grad, or none.
 Edge gradient_edge(const Tensor& t);
+
+// Gives the view `view` the history of an as_strided view of its base's current history
+// (none if the base does not require grad).
+void refresh_view_history(const Tensor& view);
 
 // Makes `node` (whose edges point at `inputs`) the grad_fn of `outputs` (slot i each).
 void set_history(const std::vector<Tensor*>& outputs, const std::shared_ptr<Node>& node,

@@ -50,6 +50,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.impl()->autograd) return {};
   AutogradMeta& m = *t.impl()->autograd;
+  if (m.grad_fn && t.impl()->view_base && m.view_version != t.version()) refresh_view_history(t);
   if (m.grad_fn) return {m.grad_fn, m.output_nr};
   if (!m.requires_grad) return {};
   std::shared_ptr<Node> acc = m.grad_accumulator.lock();
@@ -71,6 +72,7 @@ void set_history(const std::vector<Tensor*>& outputs, const std::shared_ptr<Node
     m.requires_grad = true;
     m.grad_fn = node;
     m.output_nr = uint32_t(i);
+    if (outputs[i]->impl()->view_base) m.view_version = outputs[i]->version();
   }
 }
 

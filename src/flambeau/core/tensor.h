@@ -54,6 +54,9 @@ struct TensorImpl {
   bool wrapped_number = false;
   // Autograd state (requires_grad, grad, grad_fn); null for tensors autograd never saw.
   std::shared_ptr<autograd::AutogradMeta> autograd;
+  // For a view made by a view op: the tensor that owns the memory (never itself a view).
+  // An in-place write into the view gives the base its new history (CopySlices).
+  std::shared_ptr<TensorImpl> view_base;
 };
 
 class Tensor {
@@ -69,6 +72,9 @@ class Tensor {
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // The tensor this one is a view of (undefined if it is not a view).
+  Tensor view_base() const { return Tensor(impl_->view_base); }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
 
   int64_t dim() const { return int64_t(impl_->sizes.size()); }

@@ -21,11 +21,16 @@ namespace {
 
 constexpr int64_t kBq = 64, kBk = 128;
 
-// x[i] = exp(x[i]) on a row, with the SIMD kernel.
+// The max of a row, and x = exp(x - shift) returning the row's new sum (SIMD kernels).
 template <class T>
-void exp_row(T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) kernels::unary_f32(kernels::UnaryOp::exp, x, x, n);
-  else kernels::unary_f64(kernels::UnaryOp::exp, x, x, n);
+T row_max(const T* x, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return kernels::max_f32(x, n);
+  else return kernels::max_f64(x, n);
+}
+template <class T>
+T exp_shift(T* x, int64_t n, T shift) {
+  if constexpr (std::is_same_v<T, float>) return T(kernels::exp_shift_sum_f32(x, n, shift));
+  else return T(kernels::exp_shift_sum_f64(x, n, shift));
 }
 
 // c[m, n] = alpha * a[m, k] @ op(b) + beta * c, row-major; op(b) = b^T when trans_b.
@@ -88,22 +93,18 @@ void forward(const Problem& p, const T* q, const T* k, const T* v, T* out, T* ls
       std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
       std::fill(l.begin(), l.end(), T(0));
       for (int64_t j0 = 0, jend = key_end(p, i0, rows); j0 < jend; j0 += kBk) {
-        const int64_t cols = std::min(kBk, p.S - j0);
+        const int64_t cols = std::min(kBk, jend - j0);
         gemm<T>(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
         apply_mask(p, b, h, i0, rows, j0, cols, s.data());
         for (int64_t r = 0; r < rows; ++r) {
           T* sr = s.data() + r * kBk;
-          T mx = m[size_t(r)];
-          for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, sr[c]);
+          const T mx = std::max(m[size_t(r)], row_max(sr, cols));
           if (mx == -std::numeric_limits<T>::infinity()) {  // nothing visible yet in this row
-            for (int64_t c = 0; c < cols; ++c) sr[c] = 0;
+            std::fill(sr, sr + cols, T(0));
             continue;
           }
           const T corr = std::exp(m[size_t(r)] - mx);
-          for (int64_t c = 0; c < cols; ++c) sr[c] -= mx;
-          exp_row(sr, cols);
-          T sum = 0;
-          for (int64_t c = 0; c < cols; ++c) sum += sr[c];
+          const T sum = exp_shift(sr, cols, mx);
           l[size_t(r)] = l[size_t(r)] * corr + sum;
           m[size_t(r)] = mx;
           if (corr != T(1))
@@ -148,7 +149,7 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
             drow[size_t(r)] = d;
           }
           for (int64_t j0 = 0, jend = key_end(p, i0, rows); j0 < jend; j0 += kBk) {
-            const int64_t cols = std::min(kBk, p.S - j0);
+            const int64_t cols = std::min(kBk, jend - j0);
             gemm<T>(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
             apply_mask(p, b, h, i0, rows, j0, cols, s.data());
             for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse); rows that see nothing get 0
@@ -157,8 +158,7 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
                 std::fill(sr, sr + cols, T(0));
                 continue;
               }
-              for (int64_t c = 0; c < cols; ++c) sr[c] -= lt[r];
-              exp_row(sr, cols);
+              exp_shift(sr, cols, lt[r]);
             }
             // dV += P^T dO ; dP = dO V^T ; dS = P (dP - D) ; dQ += dS K scale ; dK += dS^T Q scale
             gemm<T>(true, false, cols, p.Ev, rows, T(1), s.data(), kBk, dot, p.Ev, T(1), dvh + j0 * p.Ev, p.Ev);
@@ -206,9 +206,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     FLB_CHECK(q.size(d) == k.size(d) && q.size(d) == v.size(d), ValueError,
               "[scaled_dot_product_attention] batch dims of q, k, v must match");
   const double sc = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
-  const bool fused = (q.dtype() == kFloat32 || q.dtype() == kFloat64) && dropout_p == 0;
+  // An additive mask that requires grad gets its gradient (an L x S matrix anyway) from the composite.
+  const bool mask_grad = attn_mask && attn_mask->dtype() != kBool && autograd::needs_grad(*attn_mask);
+  const bool fused = (q.dtype() == kFloat32 || q.dtype() == kFloat64) && dropout_p == 0 && !mask_grad;
   if (!fused) {
-    // The composite (differentiable) path: dropout, 16-bit floats.
+    // The composite (differentiable) path: dropout, 16-bit floats, gradients to the mask.
     auto repeat_kv = [&](const Tensor& t) {  // GQA: each kv head serves hq / hkv query heads
       if (hq == hkv) return t;
       Dims ex = t.sizes(), flat = t.sizes();

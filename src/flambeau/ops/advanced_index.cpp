@@ -103,7 +103,10 @@ Tensor index(const Tensor& self, const IndexList& indices) {
 }
 
 Tensor& index_put_(Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate) {
-  refuse_grad("index_put_", self, values);
+  if (autograd::needs_grad(self, values)) {  // out of place, then given to self
+    autograd::check_inplace_allowed("index_put_", self);
+    return autograd::assign_with_grad("index_put_", self, index_put(self, indices, values, accumulate));
+  }
   FLB_CHECK(values.impl()->wrapped_number || values.dtype() == self.dtype(), TypeError,
             "[index_put] values of dtype ", dtype_name(values.dtype()), " do not match self of dtype ",
             dtype_name(self.dtype()));
@@ -120,8 +123,14 @@ Tensor& index_put_(Tensor& self, const IndexList& indices, const Tensor& values,
 }
 
 Tensor index_put(const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate) {
-  Tensor out = self.clone();
-  return index_put_(out, indices, values, accumulate);
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = self.clone();
+    index_put_(out, indices, values, accumulate);
+  }
+  autograd::record_index_put(self, indices, values, accumulate, out);
+  return out;
 }
 
 }  // namespace flambeau

@@ -320,22 +320,30 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
 }
 
 namespace {
-// In-place form of an op computed out of place: checks dtype and shape, then copies.
-Tensor& assign_inplace(const char* op, Tensor& self, const Tensor& result) {
+// In-place form of an op computed out of place: checks dtype and shape, then copies. Under
+// autograd (`grad`) the op runs on a clone of self, so that the tensors it saves for
+// backward are not the ones the copy overwrites.
+template <class F>
+Tensor& assign_inplace(const char* op, Tensor& self, bool grad, const F& compute) {
+  if (grad) autograd::check_inplace_allowed(op, self);
+  const Tensor result = compute(grad ? self.clone() : self);
   ops::check_inplace(op, self, result.dtype(), result.sizes());
-  if (autograd::needs_grad(result)) return autograd::assign_with_grad(op, self, result);
+  if (grad) return autograd::assign_with_grad(op, self, result);
   return self.copy_(result);
 }
 }  // namespace
 
 Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
-  return assign_inplace("addcmul_", self, addcmul(self, t1, t2, value));
+  return assign_inplace("addcmul_", self, autograd::needs_grad(self, t1, t2),
+                        [&](const Tensor& s) { return addcmul(s, t1, t2, value); });
 }
 Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
-  return assign_inplace("addcdiv_", self, addcdiv(self, t1, t2, value));
+  return assign_inplace("addcdiv_", self, autograd::needs_grad(self, t1, t2),
+                        [&](const Tensor& s) { return addcdiv(s, t1, t2, value); });
 }
 Tensor& lerp_(Tensor& start, const Tensor& end, const Tensor& weight) {
-  return assign_inplace("lerp_", start, lerp(start, end, weight));
+  return assign_inplace("lerp_", start, autograd::needs_grad(start, end, weight),
+                        [&](const Tensor& s) { return lerp(s, end, weight); });
 }
 
 Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
@@ -350,7 +358,8 @@ Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> m
   return r;
 }
 Tensor& clamp_(Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
-  return assign_inplace("clamp_", t, clamp(t, std::move(min), std::move(max)));
+  const bool grad = autograd::needs_grad(t, min.value_or(Tensor()), max.value_or(Tensor()));
+  return assign_inplace("clamp_", t, grad, [&](const Tensor& s) { return clamp(s, min, max); });
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

@@ -76,16 +76,13 @@ void copy_values(const Tensor& dst, const Tensor& src) {
 Tensor& Tensor::copy_(const Tensor& src) {
   FLB_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), ValueError,
             "[copy_] source of shape ", shape_str(src.sizes()), " cannot be broadcast to ", shape_str(sizes()));
-  const bool track = autograd::needs_grad(*this, src);
-  if (track) autograd::check_inplace_allowed("copy_", *this);
-  copy_values(*this, src);
-  if (track) {
-    // Every value is replaced: the gradient goes to src only.
-    autograd::AutogradMeta& m = autograd::meta_of(*this);
-    m.grad_fn = nullptr;
-    m.requires_grad = false;
-    autograd::record_identity("CopyBackward", src, *this);
+  if (autograd::needs_grad(*this, src)) {
+    // Every value is replaced: the gradient goes to src (cast and broadcast back) only.
+    Tensor value = src.to(dtype());
+    if (value.sizes() != sizes()) value = value.expand(sizes());
+    return autograd::assign_with_grad("copy_", *this, value);
   }
+  copy_values(*this, src);
   return *this;
 }
 

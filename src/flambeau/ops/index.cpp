@@ -149,7 +149,6 @@ Checked check_scatter(const char* op, const Tensor& self, int64_t dim, const Ten
 }
 
 Tensor& scatter_impl(const char* op, Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Reduce red) {
-  refuse_grad(op, self, src);
   const bool scalar_src = src.impl()->wrapped_number;
   const Tensor s = scalar_src ? src : unalias_source(self, at_least_1d(src));
   const Checked c = check_scatter(op, self, dim, index, scalar_src ? nullptr : &s);
@@ -189,12 +188,21 @@ Checked check_index_op(const char* op, const Tensor& self, int64_t dim, const Te
 
 Tensor& index_scatter(const char* op, Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                       Reduce red, Scalar alpha) {
-  refuse_grad(op, self, source);
   const Tensor src = unalias_source(self, at_least_1d(source));
   const Checked c = check_index_op(op, self, dim, index, &src, false);
   Tensor self1 = at_least_1d(self);
   scatter_kernel(self1, c.dim, spread_index(c.index, src.sizes(), c.dim), &src, 0, red, alpha);
   return self;
+}
+
+// The out-of-place form of an in-place op: `op` runs on a copy of self with grad mode off;
+// the caller records the result's history.
+template <class F>
+Tensor on_copy(const Tensor& self, const F& op) {
+  autograd::NoGradGuard no_grad;
+  Tensor out = self.clone();
+  op(out);
+  return out;
 }
 
 }  // namespace
@@ -214,25 +222,41 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
   return out;
 }
 
+// The in-place forms on tensors that need grad compute the result out of place and give it
+// to self (autograd::assign_with_grad); otherwise they write self directly.
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (autograd::needs_grad(self, src)) {
+    autograd::check_inplace_allowed("scatter_", self);
+    return autograd::assign_with_grad("scatter_", self, scatter(self, dim, index, src));
+  }
   return scatter_impl("scatter", self, dim, index, src, Reduce::Assign);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = self.clone();
-  return scatter_(out, dim, index, src);
+  Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter", o, dim, index, src, Reduce::Assign); });
+  autograd::record_scatter("ScatterBackward", self, dim, index, src, false, out);
+  return out;
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
+  if (autograd::needs_grad(self, src)) {
+    autograd::check_inplace_allowed("scatter_add_", self);
+    return autograd::assign_with_grad("scatter_add_", self, scatter_add(self, dim, index, src));
+  }
   return scatter_impl("scatter_add", self, dim, index, src, Reduce::Sum);
 }
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = self.clone();
-  return scatter_add_(out, dim, index, src);
+  FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
+  Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter_add", o, dim, index, src, Reduce::Sum); });
+  autograd::record_scatter("ScatterAddBackward", self, dim, index, src, true, out);
+  return out;
 }
 
 Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
                         bool include_self) {
-  refuse_grad("scatter_reduce", self, src);
+  if (autograd::needs_grad(self, src))  // on a clone: the backward keeps self's old values
+    return autograd::inplace_with_grad("scatter_reduce_", self, [&](const Tensor& s) {
+      return scatter_reduce(s, dim, index, src, reduce, include_self);
+    });
   const Reduce red = parse_reduce("scatter_reduce", reduce);
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_reduce] src must be a tensor");
   const Tensor s = unalias_source(self, at_least_1d(src));
@@ -268,8 +292,9 @@ Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
                       bool include_self) {
-  Tensor out = self.clone();
-  return scatter_reduce_(out, dim, index, src, reduce, include_self);
+  Tensor out = on_copy(self, [&](Tensor& o) { scatter_reduce_(o, dim, index, src, reduce, include_self); });
+  autograd::record_scatter_reduce(self, dim, index, src, reduce, include_self, out);
+  return out;
 }
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
@@ -292,22 +317,35 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 
 Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  if (autograd::needs_grad(self, source)) {
+    autograd::check_inplace_allowed("index_add_", self);
+    return autograd::assign_with_grad("index_add_", self, index_add(self, dim, index, source, alpha));
+  }
   return index_scatter("index_add", self, dim, index, source, Reduce::Sum, alpha);
 }
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
-  Tensor out = self.clone();
-  return index_add_(out, dim, index, source, alpha);
+  Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_add", o, dim, index, source, Reduce::Sum, alpha); });
+  autograd::record_index_add(self, dim, index, source, alpha, out);
+  return out;
 }
 Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  if (autograd::needs_grad(self, source)) {
+    autograd::check_inplace_allowed("index_copy_", self);
+    return autograd::assign_with_grad("index_copy_", self, index_copy(self, dim, index, source));
+  }
   return index_scatter("index_copy", self, dim, index, source, Reduce::Assign, 1);
 }
 Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
-  Tensor out = self.clone();
-  return index_copy_(out, dim, index, source);
+  Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_copy", o, dim, index, source, Reduce::Assign, 1); });
+  autograd::record_index_copy(self, dim, index, source, out);
+  return out;
 }
 
 Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
-  refuse_grad("index_fill", self, value);
+  if (autograd::needs_grad(self, value)) {
+    autograd::check_inplace_allowed("index_fill_", self);
+    return autograd::assign_with_grad("index_fill_", self, index_fill(self, dim, index, value));
+  }
   FLB_CHECK(value.dim() == 0, ValueError, "[index_fill] value must be a number or a 0-dim tensor, got shape ",
             shape_str(value.sizes()));
   const Checked c = check_index_op("index_fill", self, dim, index, nullptr, true);
@@ -318,8 +356,9 @@ Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const Tensor
   return self;
 }
 Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
-  Tensor out = self.clone();
-  return index_fill_(out, dim, index, value);
+  Tensor out = on_copy(self, [&](Tensor& o) { index_fill_(o, dim, index, value); });
+  autograd::record_index_fill(self, dim, index, value, out);
+  return out;
 }
 
 Tensor take(const Tensor& self, const Tensor& index) {
@@ -331,6 +370,7 @@ Tensor take(const Tensor& self, const Tensor& index) {
   if (out.numel() > 0)
     gather_with_offsets(out, restride(flat, out.sizes(), Dims(out.sizes().size(), 0), flat.storage_offset()), wrapped,
                         flat.stride(0) * int64_t(flat.element_size()));
+  autograd::record_take(self, wrapped, out);
   return out;
 }
 

@@ -4,7 +4,6 @@
 #include <climits>
 #include <cstring>
 
-#include "flambeau/autograd/node.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::ops {
@@ -98,12 +97,6 @@ void put_with_offsets(const Tensor& dst, const Tensor& values, const Tensor& off
         },
         grain);
   });
-}
-
-void refuse_grad(const char* op, const Tensor& a, const Tensor& b) {
-  FLB_CHECK(!autograd::needs_grad(a, b), NotImplementedError, "[", op,
-            "] is not differentiable yet: it cannot write into or read from tensors that require grad "
-            "while grad mode is on");
 }
 
 Tensor nonzero_flat(const Tensor& t) {

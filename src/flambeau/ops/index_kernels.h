@@ -31,10 +31,6 @@ void gather_with_offsets(const Tensor& out, const Tensor& src, const Tensor& off
 void put_with_offsets(const Tensor& dst, const Tensor& values, const Tensor& offsets, int64_t scale,
                       bool accumulate);
 
-// Raises NotImplementedError when grad mode is on and `a` or `b` requires grad: the
-// in-place indexing ops are not differentiable yet (their results would be wrong).
-void refuse_grad(const char* op, const Tensor& a, const Tensor& b = Tensor());
-
 // Row-major flat positions (int64, 1-D) of the nonzero elements of t.
 Tensor nonzero_flat(const Tensor& t);
 

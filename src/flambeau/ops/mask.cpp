@@ -23,8 +23,11 @@ void check_mask_fits(const char* op, const Tensor& self, const Tensor& mask) {
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
   FLB_CHECK(value.dim() == 0, ValueError, "[masked_fill] value must be a number or a 0-dim tensor, got shape ",
             shape_str(value.sizes()));
-  refuse_grad("masked_fill_", self, value);
   check_mask_fits("masked_fill", self, mask);
+  if (autograd::needs_grad(self, value)) {
+    autograd::check_inplace_allowed("masked_fill_", self);
+    return autograd::assign_with_grad("masked_fill_", self, masked_fill(self, mask, value));
+  }
   const Tensor m = unalias(self, mask);
   const ElemLoop L = make_elem_loop(self, {m});
   visit_dtype(self.dtype(), [&]<class T>() {
@@ -58,12 +61,16 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
   if (out.numel() > 0)
     gather_with_offsets(out, restride(src, out.sizes(), {0}, src.storage_offset()), positions,
                         int64_t(src.element_size()));
+  autograd::record_masked_select(self, mask, out);
   return out;
 }
 
 Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
-  refuse_grad("masked_scatter", self, source);
   check_mask_fits("masked_scatter", self, mask);
+  if (autograd::needs_grad(self, source)) {
+    autograd::check_inplace_allowed("masked_scatter_", self);
+    return autograd::assign_with_grad("masked_scatter_", self, masked_scatter(self, mask, source));
+  }
   FLB_CHECK(source.dtype() == self.dtype(), TypeError, "[masked_scatter] expected source dtype ",
             dtype_name(self.dtype()), ", got ", dtype_name(source.dtype()));
   const Tensor positions = nonzero_flat(mask.expand(self.sizes()));
@@ -83,8 +90,13 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
 Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source) {
   check_mask("masked_scatter", mask);
   Tensor out = empty(broadcast_shapes(self.sizes(), mask.sizes(), "masked_scatter"), self.dtype());
-  out.copy_(self);
-  return masked_scatter_(out, mask, source);
+  {
+    autograd::NoGradGuard no_grad;
+    out.copy_(self);
+    masked_scatter_(out, mask, source);
+  }
+  autograd::record_masked_scatter(self, mask, source, out);
+  return out;
 }
 
 Tensor nonzero(const Tensor& t) {

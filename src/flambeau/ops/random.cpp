@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "flambeau/autograd/derivatives.h"
 #include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd_random.h"
@@ -86,11 +87,25 @@ T box_muller(double u1, double u2, bool odd) {
   return T(odd ? r * std::sin(theta) : r * std::cos(theta));
 }
 
+// An in-place sampler on a tensor that needs grad: the sample is drawn into a new tensor
+// and given to t with a zero gradient (PyTorch's UniformBackward and kin); leaves that
+// require grad are refused.
+template <class F>
+Tensor& sample_with_grad(const char* op, const char* node, Tensor& t, const F& sample) {
+  autograd::check_inplace_allowed(op, t);
+  Tensor r = empty(t.sizes(), t.dtype());
+  sample(r);
+  autograd::record_zero_grad(node, t, r);
+  return autograd::assign_with_grad(op, t, r);
+}
+
 }  // namespace
 
 Tensor& uniform_(Tensor& t, double from, double to, std::optional<Generator> gen) {
   FLB_CHECK(from <= to, ValueError, "[uniform_] expects to return a [from, to) range, but found from=", from,
             " > to=", to);
+  if (autograd::needs_grad(t))
+    return sample_with_grad("uniform_", "UniformBackward", t, [&](Tensor& r) { uniform_(r, from, to, gen); });
   const DType ct = float_compute("uniform_", t);
   if (is_reduced_float(t.dtype()) && from < to) {
     fill_into(t, ct, [&](Tensor& out) { uniform_(out, from, to, gen); });
@@ -116,6 +131,8 @@ Tensor& uniform_(Tensor& t, double from, double to, std::optional<Generator> gen
 
 Tensor& normal_(Tensor& t, double mean, double std, std::optional<Generator> gen) {
   FLB_CHECK(std >= 0, ValueError, "[normal_] expects std >= 0.0, but found std ", std);
+  if (autograd::needs_grad(t))
+    return sample_with_grad("normal_", "NormalBackward", t, [&](Tensor& r) { normal_(r, mean, std, gen); });
   const DType ct = float_compute("normal_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     if (ct == kFloat64) {
@@ -134,6 +151,8 @@ Tensor& normal_(Tensor& t, double mean, double std, std::optional<Generator> gen
 
 Tensor& exponential_(Tensor& t, double lambd, std::optional<Generator> gen) {
   FLB_CHECK(lambd > 0, ValueError, "[exponential_] expects lambda > 0.0, but found lambda=", lambd);
+  if (autograd::needs_grad(t))
+    return sample_with_grad("exponential_", "ExponentialBackward", t, [&](Tensor& r) { exponential_(r, lambd, gen); });
   const DType ct = float_compute("exponential_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     // -log(1 - u) / lambda with u in [0, 1): always finite.
@@ -147,6 +166,8 @@ Tensor& exponential_(Tensor& t, double lambd, std::optional<Generator> gen) {
 
 Tensor& bernoulli_(Tensor& t, double p, std::optional<Generator> gen) {
   FLB_CHECK(p >= 0 && p <= 1, ValueError, "[bernoulli_] expects p to be in [0, 1], but got p=", p);
+  if (autograd::needs_grad(t))
+    return sample_with_grad("bernoulli_", "BernoulliBackward", t, [&](Tensor& r) { bernoulli_(r, p, gen); });
   return fill_into(t, kBool, [&](Tensor& out) {
     fill_random(out.data<bool>(), out.numel(), 2, gen,
                 [&](const uint32_t* w, int lane, int64_t) { return uniform_f64(w[2 * lane], w[2 * lane + 1]) < p; });
@@ -164,7 +185,9 @@ Tensor bernoulli(const Tensor& p, std::optional<Generator> gen) {
   fill_random(out.data<double>(), out.numel(), 2, gen, [&](const uint32_t* w, int lane, int64_t i) {
     return uniform_f64(w[2 * lane], w[2 * lane + 1]) < pp[i] ? 1.0 : 0.0;
   });
-  return out.to(p.dtype());
+  Tensor r = out.to(p.dtype());
+  autograd::record_zero_grad("BernoulliBackward", p, r);
+  return r;
 }
 
 Tensor rand(const Dims& shape, DType dtype, std::optional<Generator> gen) {

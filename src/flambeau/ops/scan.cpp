@@ -97,7 +97,11 @@ Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
   autograd::record_cumsum(t, t.dim() ? wrap_dim(dim, t.dim(), "cumsum") : 0, out);
   return out;
 }
-Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype) { return cum_op<true>("cumprod", t, dim, dtype); }
+Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+  Tensor out = cum_op<true>("cumprod", t, dim, dtype);
+  autograd::record_cumprod(t, t.dim() ? wrap_dim(dim, t.dim(), "cumprod") : 0, out);
+  return out;
+}
 std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim) {
   auto r = cum_extreme<true>("cummax", t, dim);
   autograd::record_pick("CummaxBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "cummax") : 0, r.second, true, r.first);
@@ -122,7 +126,9 @@ Tensor logcumsumexp(const Tensor& t, int64_t dim) {
       y[i] = acc;
     }
   });
-  return r.to(t.dtype());
+  Tensor out = r.to(t.dtype());
+  autograd::record_logcumsumexp(t, t.dim() ? wrap_dim(dim, t.dim(), "logcumsumexp") : 0, out);
+  return out;
 }
 
 }  // namespace flambeau

@@ -9,8 +9,11 @@
 namespace flambeau {
 namespace {
 
+// A view of t: same storage, new geometry, remembering the tensor that owns the memory.
 Tensor with_geometry(const Tensor& t, Dims sizes, Dims strides, int64_t offset) {
-  return make_tensor(t.storage(), t.dtype(), std::move(sizes), std::move(strides), offset);
+  Tensor out = make_tensor(t.storage(), t.dtype(), std::move(sizes), std::move(strides), offset);
+  out.impl()->view_base = t.impl()->view_base ? t.impl()->view_base : t.impl_ptr();
+  return out;
 }
 
 // A view whose gradient is the incoming one reshaped back to the input's shape.
@@ -263,9 +266,22 @@ Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<in
             ValueError, "[as_strided] size ", shape_str(size), " stride ", shape_str(stride), " offset ", off,
             " is out of bounds for storage of ", storage()->nbytes / element_size(), " elements");
   Tensor out = with_geometry(*this, size, stride, off);
-  autograd::record_view("AsStridedBackward", *this, out, [](const Tensor&) -> Tensor {
-    throw NotImplementedError("[as_strided] the backward of as_strided is not implemented");
-  });
+  // Backward: each gradient element is added at its storage position (positions the view
+  // reaches twice get both), on a zero canvas laid out like the input's storage.
+  const int64_t elems = int64_t(storage()->nbytes / element_size());
+  autograd::record_view("AsStridedBackward", *this, out,
+                        [elems, size, stride, off, in_size = sizes(), in_stride = strides(),
+                         in_off = storage_offset()](const Tensor& g) {
+                          Tensor pos = full({}, off, kInt64);
+                          for (size_t i = 0; i < size.size(); ++i) {
+                            Dims shape(size.size(), 1);
+                            shape[i] = size[i];
+                            pos = flambeau::add(pos, flambeau::mul(arange(size[i]), stride[i]).reshape(shape));
+                          }
+                          Tensor flat = zeros({elems}, g.dtype());
+                          index_add_(flat, 0, pos.expand(size).reshape({-1}), g.reshape({-1}));
+                          return flat.as_strided(in_size, in_stride, in_off);
+                        });
   return out;
 }
 

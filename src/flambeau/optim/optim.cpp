@@ -64,11 +64,25 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+namespace {
+void check_options(const SGDOptions& o) {
+  FLB_CHECK(o.lr >= 0, ValueError, "[SGD] invalid learning rate: ", o.lr);
+  FLB_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), ValueError,
+            "[SGD] nesterov momentum requires a momentum and zero dampening");
+  FLB_CHECK(o.momentum >= 0 && o.weight_decay >= 0, ValueError, "[SGD] invalid momentum or weight_decay");
+}
+
+void check_options(const AdamOptions& o) {
+  FLB_CHECK(o.lr >= 0, ValueError, "[Adam] invalid learning rate: ", o.lr);
+  FLB_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, ValueError, "[Adam] invalid betas (",
+            o.beta1, ", ", o.beta2, ")");
+  FLB_CHECK(o.eps >= 0 && o.weight_decay >= 0, ValueError, "[Adam] invalid eps or weight_decay");
+}
+}  // namespace
+
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     : Optimizer(std::move(params), options.lr), opt_(options), buffers_(params_.size()) {
-  FLB_CHECK(!opt_.nesterov || (opt_.momentum > 0 && opt_.dampening == 0), ValueError,
-            "[SGD] nesterov momentum requires a momentum and zero dampening");
-  FLB_CHECK(opt_.momentum >= 0 && opt_.weight_decay >= 0, ValueError, "[SGD] invalid momentum or weight_decay");
+  check_options(opt_);
 }
 
 void SGD::step() {
@@ -104,9 +118,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weigh
       exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()),
       steps_(params_.size(), 0) {
-  FLB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1 && opt_.beta2 >= 0 && opt_.beta2 < 1, ValueError,
-            "[Adam] invalid betas (", opt_.beta1, ", ", opt_.beta2, ")");
-  FLB_CHECK(opt_.eps >= 0 && opt_.weight_decay >= 0, ValueError, "[Adam] invalid eps or weight_decay");
+  check_options(opt_);
 }
 
 void Adam::step() {
@@ -140,5 +152,114 @@ void Adam::step() {
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true) {}
+
+// ---- state_dict --------------------------------------------------------------------
+
+namespace {
+// The value of option `name` in `options`, or `fallback` when absent.
+double option_or(const std::map<std::string, double>& options, const char* name, double fallback) {
+  auto it = options.find(name);
+  return it == options.end() ? fallback : it->second;
+}
+}  // namespace
+
+std::map<std::string, double> Optimizer::options() const { return get_options(); }
+
+void Optimizer::set_option(const std::string& name, double value) {
+  std::map<std::string, double> o = get_options();
+  FLB_CHECK(o.count(name), ValueError, "[optim] unknown option '", name, "'");
+  o[name] = value;
+  put_options(o);
+}
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState s;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    std::map<std::string, Tensor> st = param_state(i);
+    for (auto& [name, t] : st) t = t.clone();
+    s.params.push_back(std::move(st));
+  }
+  s.options = get_options();
+  return s;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& state) {
+  FLB_CHECK(state.params.size() == params_.size(), ValueError, "[load_state_dict] the state has ",
+            state.params.size(), " parameters, the optimizer ", params_.size());
+  const std::vector<std::string> names = state_names();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& st = state.params[i];
+    if (st.empty()) continue;
+    for (const std::string& n : names) FLB_CHECK(st.count(n), ValueError, "[load_state_dict] parameter ", i, " lacks '", n, "'");
+    for (const auto& [n, t] : st) {
+      FLB_CHECK(std::find(names.begin(), names.end(), n) != names.end(), ValueError,
+                "[load_state_dict] unknown state '", n, "' for parameter ", i);
+      const Dims want = n == "step" ? Dims{} : params_[i].sizes();
+      FLB_CHECK(t.defined() && t.sizes() == want && t.is_floating_point(), ValueError, "[load_state_dict] state '", n,
+                "' of parameter ", i, " must be a floating tensor of shape ", shape_str(want), ", got ",
+                t.defined() ? shape_str(t.sizes()) : std::string("none"));
+    }
+  }
+  const std::map<std::string, double> current = get_options();
+  for (const auto& [n, v] : state.options)
+    FLB_CHECK(current.count(n), ValueError, "[load_state_dict] unknown option '", n, "'");
+  std::map<std::string, double> merged = current;
+  for (const auto& [n, v] : state.options) merged[n] = v;
+  put_options(merged);  // validates before it changes anything
+  autograd::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    std::map<std::string, Tensor> st;
+    for (const auto& [n, t] : state.params[i])
+      st[n] = n == "step" ? t.to(kFloat32).clone() : t.to(params_[i].dtype()).contiguous().clone();
+    set_param_state(i, st);
+  }
+}
+
+std::map<std::string, Tensor> SGD::param_state(size_t i) const {
+  if (!buffers_[i].defined()) return {};
+  return {{"momentum_buffer", buffers_[i]}};
+}
+void SGD::set_param_state(size_t i, const std::map<std::string, Tensor>& st) {
+  buffers_[i] = st.empty() ? Tensor() : st.at("momentum_buffer");
+}
+std::map<std::string, double> SGD::get_options() const {
+  return {{"lr", lr_}, {"momentum", opt_.momentum}, {"dampening", opt_.dampening}, {"weight_decay", opt_.weight_decay},
+          {"nesterov", double(opt_.nesterov)}, {"maximize", double(opt_.maximize)}};
+}
+void SGD::put_options(const std::map<std::string, double>& o) {
+  SGDOptions n{option_or(o, "lr", lr_), option_or(o, "momentum", opt_.momentum),
+               option_or(o, "dampening", opt_.dampening), option_or(o, "weight_decay", opt_.weight_decay),
+               option_or(o, "nesterov", opt_.nesterov) != 0, option_or(o, "maximize", opt_.maximize) != 0};
+  check_options(n);
+  opt_ = n;
+  lr_ = n.lr;
+}
+
+std::map<std::string, Tensor> Adam::param_state(size_t i) const {
+  if (!exp_avg_[i].defined()) return {};
+  return {{"step", scalar_tensor(double(steps_[i]), kFloat32)}, {"exp_avg", exp_avg_[i]}, {"exp_avg_sq", exp_avg_sq_[i]}};
+}
+void Adam::set_param_state(size_t i, const std::map<std::string, Tensor>& st) {
+  if (st.empty()) {
+    exp_avg_[i] = exp_avg_sq_[i] = Tensor();
+    steps_[i] = 0;
+    return;
+  }
+  steps_[i] = int64_t(st.at("step").item<double>());
+  exp_avg_[i] = st.at("exp_avg");
+  exp_avg_sq_[i] = st.at("exp_avg_sq");
+}
+std::map<std::string, double> Adam::get_options() const {
+  return {{"lr", lr_}, {"beta1", opt_.beta1}, {"beta2", opt_.beta2}, {"eps", opt_.eps},
+          {"weight_decay", opt_.weight_decay}, {"maximize", double(opt_.maximize)}};
+}
+void Adam::put_options(const std::map<std::string, double>& o) {
+  AdamOptions n{option_or(o, "lr", lr_), option_or(o, "beta1", opt_.beta1), option_or(o, "beta2", opt_.beta2),
+                option_or(o, "eps", opt_.eps), option_or(o, "weight_decay", opt_.weight_decay),
+                option_or(o, "maximize", opt_.maximize) != 0};
+  check_options(n);
+  opt_ = n;
+  lr_ = n.lr;
+}
 
 }  // namespace flambeau::optim

@@ -39,6 +39,10 @@ double max_f64(const double* x, int64_t n);
 float min_f32(const float* x, int64_t n);
 double min_f64(const double* x, int64_t n);
 
+// x = exp(x - shift) in place, returning the sum of the results (a softmax numerator).
+double exp_shift_sum_f32(float* x, int64_t n, float shift);
+double exp_shift_sum_f64(double* x, int64_t n, double shift);
+
 // softmax (or log_softmax) of one contiguous row.
 void softmax_row_f32(const float* x, float* y, int64_t n, bool log);
 void softmax_row_f64(const double* x, double* y, int64_t n, bool log);

@@ -106,7 +106,18 @@ void softmax_impl(const T* x, T* y, int64_t n, bool log) {
   }
 }
 
+// x = exp(x - shift) in place; returns the sum of the new values.
+template <class T>
+double exp_shift_sum_impl(T* x, int64_t n, T shift) {
+  const hn::ScalableTag<T> d;
+  const auto vs = hn::Set(d, shift);
+  map_unary(x, x, n, [&](auto dd, auto v) { return ExpIeee(dd, hn::Sub(v, vs)); });
+  return sum_impl(x, n);
+}
+
 double sum_f32_impl(const float* x, int64_t n) { return sum_impl(x, n); }
+double exp_shift_sum_f32_impl(float* x, int64_t n, float shift) { return exp_shift_sum_impl(x, n, shift); }
+double exp_shift_sum_f64_impl(double* x, int64_t n, double shift) { return exp_shift_sum_impl(x, n, shift); }
 double sum_f64_impl(const double* x, int64_t n) { return sum_impl(x, n); }
 float max_f32_impl(const float* x, int64_t n) { return extreme_impl<float, true>(x, n); }
 double max_f64_impl(const double* x, int64_t n) { return extreme_impl<double, true>(x, n); }
@@ -127,6 +138,8 @@ HWY_EXPORT(max_f64_impl);
 HWY_EXPORT(min_f32_impl);
 HWY_EXPORT(min_f64_impl);
 HWY_EXPORT(softmax_f32_impl);
+HWY_EXPORT(exp_shift_sum_f32_impl);
+HWY_EXPORT(exp_shift_sum_f64_impl);
 HWY_EXPORT(softmax_f64_impl);
 double sum_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f32_impl)(x, n); }
 double sum_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f64_impl)(x, n); }
@@ -134,6 +147,12 @@ float max_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f32_i
 double max_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f64_impl)(x, n); }
 float min_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(min_f32_impl)(x, n); }
 double min_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(min_f64_impl)(x, n); }
+double exp_shift_sum_f32(float* x, int64_t n, float shift) {
+  return HWY_DYNAMIC_DISPATCH(exp_shift_sum_f32_impl)(x, n, shift);
+}
+double exp_shift_sum_f64(double* x, int64_t n, double shift) {
+  return HWY_DYNAMIC_DISPATCH(exp_shift_sum_f64_impl)(x, n, shift);
+}
 void softmax_row_f32(const float* x, float* y, int64_t n, bool log) {
   HWY_DYNAMIC_DISPATCH(softmax_f32_impl)(x, y, n, log);
 }

@@ -1,0 +1,61 @@
+// flambeau::nn::functional, as torch.nn.functional: normalisation (fused kernels),
+// dropout, linear and the losses. Alias-friendly: `namespace F = flambeau::nn::functional;`.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "flambeau/core/generator.h"
+#include "flambeau/core/tensor.h"
+#include "flambeau/nn/attention.h"
+
+namespace flambeau::nn::functional {
+
+using nn::scaled_dot_product_attention;
+
+// ---- normalisation (fused primitives; their composite formulas are the tests' reference) --
+// (x - mean) / sqrt(var + eps) * weight + bias over the last normalized_shape.size() dims
+// of x (biased variance). weight and bias have shape normalized_shape. One kernel computes
+// each row's mean and 1/std (saved for backward); the backward gives dx, dweight and dbias
+// in one pass, dweight and dbias summed in an order that does not depend on the thread
+// count. float32 and float64 compute natively; float16 and bfloat16 in float32.
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight = {},
+                  const std::optional<Tensor>& bias = {}, double eps = 1e-5);
+// x / sqrt(mean(x^2) + eps) * weight over the last normalized_shape.size() dims; eps
+// defaults to the machine epsilon of x's dtype (as torch).
+Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight = {},
+                std::optional<double> eps = {});
+
+// ---- dropout, linear ------------------------------------------------------------------------
+// Zeroes each element with probability p and scales the others by 1 / (1 - p) while
+// training; returns x itself otherwise (or when p == 0). ValueError unless 0 <= p <= 1.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, std::optional<Generator> gen = {});
+// x @ weight.T + bias.
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {});
+
+// ---- losses ----------------------------------------------------------------------------------
+// reduction: "mean", "sum" or "none" (anything else is a ValueError). The class dim of
+// input is 1 ([N, C], [N, C, d1, ...]) or 0 for a single sample [C].
+
+// target: class indices (integer, shape input's without the class dim; ignore_index marks
+// entries that count for nothing) or class probabilities (floating, input's shape).
+// weight: [C] per-class weights. label_smoothing in [0, 1] mixes the target with the
+// uniform distribution. "mean" over class indices divides by the total weight of the
+// counted targets (as torch).
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight = {},
+                     int64_t ignore_index = -100, const std::string& reduction = "mean",
+                     double label_smoothing = 0.0);
+// -input[n, target[n]] * weight[target[n]] from log-probabilities (class indices only).
+Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight = {},
+                int64_t ignore_index = -100, const std::string& reduction = "mean");
+// (input - target)^2 and |input - target|; target broadcasts to input.
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// -[pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x))] * weight, computed
+// stably from the logits x. target has input's shape; weight broadcasts to it; pos_weight
+// broadcasts along the last (class) dim.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight = {},
+                                        const std::string& reduction = "mean",
+                                        const std::optional<Tensor>& pos_weight = {});
+
+}  // namespace flambeau::nn::functional

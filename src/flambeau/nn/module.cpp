@@ -1,0 +1,223 @@
+// nn::Module: registration, traversal by dotted names, state_dict / load_state_dict,
+// train/eval, zero_grad, in-place dtype conversion and apply.
+#include "flambeau/nn/module.h"
+
+#include "flambeau/autograd/node.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau::nn {
+namespace {
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// Points dst's handle at src's data (storage, geometry, dtype), keeping dst's identity and
+// autograd state: the C++ counterpart of the Python Tensor._set_data.
+void set_data(const Tensor& dst, const Tensor& src) {
+  TensorImpl& d = *dst.impl();
+  const TensorImpl& s = *src.impl();
+  d.storage = s.storage;
+  d.sizes = s.sizes;
+  d.strides = s.strides;
+  d.offset = s.offset;
+  d.dtype = s.dtype;
+  d.contiguous = s.contiguous;
+}
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
+  return out;
+}
+
+}  // namespace
+
+Tensor Module::forward(const Tensor&) {
+  FLB_CHECK(false, NotImplementedError, "[", type_name_, ".forward] this module has no forward(Tensor)");
+  return {};
+}
+
+void Module::check_name(const std::string& name, const char* kind) const {
+  FLB_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, "[", type_name_, ".register_", kind,
+            "] invalid name '", name, "': names are non-empty and have no '.'");
+  const bool clash = (std::string(kind) != "parameter" && parameters_.contains(name)) ||
+                     (std::string(kind) != "buffer" && buffers_.contains(name)) ||
+                     (std::string(kind) != "module" && children_.contains(name));
+  FLB_CHECK(!clash, ValueError, "[", type_name_, ".register_", kind, "] '", name,
+            "' is already the name of another kind of entry");
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_name(name, "parameter");
+  if (tensor.defined()) {
+    if (!tensor.is_leaf()) tensor = tensor.detach();
+    if (tensor.requires_grad() != requires_grad) tensor.requires_grad_(requires_grad);
+  }
+  return parameters_.insert(name, std::move(tensor));
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor tensor, bool persistent) {
+  check_name(name, "buffer");
+  if (persistent) non_persistent_.erase(name);
+  else non_persistent_.insert(name);
+  return buffers_.insert(name, std::move(tensor));
+}
+
+void Module::add_module(const std::string& name, std::shared_ptr<Module> module) {
+  check_name(name, "module");
+  FLB_CHECK(module, ValueError, "[", type_name_, ".register_module] module '", name, "' is null");
+  children_.insert(name, std::move(module));
+}
+
+void Module::visit(bool dedupe, const std::function<void(const std::string&, Module&)>& f) const {
+  std::unordered_set<const Module*> seen;
+  std::function<void(const std::string&, const Module&)> walk = [&](const std::string& prefix, const Module& m) {
+    if (dedupe && !seen.insert(&m).second) return;
+    f(prefix, const_cast<Module&>(m));
+    for (const auto& [name, child] : m.children_) walk(join(prefix, name), *child);
+  };
+  walk("", *this);
+}
+
+StateDict Module::named_parameters(bool recurse) const {
+  StateDict out;
+  std::unordered_set<const TensorImpl*> seen;
+  visit(true, [&](const std::string& prefix, Module& m) {
+    if (!recurse && &m != this) return;
+    for (const auto& [name, p] : m.parameters_)
+      if (p.defined() && seen.insert(p.impl()).second) out.insert(join(prefix, name), p);
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (const auto& [name, p] : named_parameters(recurse)) out.push_back(p);
+  return out;
+}
+
+StateDict Module::named_buffers(bool recurse) const {
+  StateDict out;
+  visit(true, [&](const std::string& prefix, Module& m) {
+    if (!recurse && &m != this) return;
+    for (const auto& [name, b] : m.buffers_)
+      if (b.defined()) out.insert(join(prefix, name), b);
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (const auto& [name, b] : named_buffers(recurse)) out.push_back(b);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [name, m] : children_) out.push_back(m);
+  return out;
+}
+
+OrderedDict<std::shared_ptr<Module>> Module::named_modules() {
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  FLB_CHECK(self, Error, "[", type_name_,
+            ".named_modules] the module must be owned by a std::shared_ptr (create it with std::make_shared)");
+  OrderedDict<std::shared_ptr<Module>> out;
+  visit(true, [&](const std::string& prefix, Module& m) { out.insert(prefix, m.shared_from_this()); });
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules() {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [name, m] : named_modules()) out.push_back(m);
+  return out;
+}
+
+StateDict Module::own_state() {
+  StateDict out;
+  visit(false, [&](const std::string& prefix, Module& m) {
+    for (const auto& [name, p] : m.parameters_)
+      if (p.defined()) out.insert(join(prefix, name), p);
+    for (const auto& [name, b] : m.buffers_)
+      if (b.defined() && !m.non_persistent_.count(name)) out.insert(join(prefix, name), b);
+  });
+  return out;
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (const auto& [name, t] : const_cast<Module*>(this)->own_state()) out.insert(name, t.detach());
+  return out;
+}
+
+LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict) {
+  const StateDict own = own_state();
+  LoadStateDictResult result;
+  std::vector<std::string> mismatches;
+  for (const auto& [name, t] : own) {
+    const Tensor* src = state.find(name);
+    if (!src) {
+      result.missing_keys.push_back(name);
+    } else if (!src->defined() || src->sizes() != t.sizes()) {
+      mismatches.push_back("size mismatch for '" + name + "': copying a tensor of shape " +
+                           (src->defined() ? shape_str(src->sizes()) : std::string("(undefined)")) +
+                           " into one of shape " + shape_str(t.sizes()));
+    }
+  }
+  for (const auto& [name, t] : state)
+    if (!own.contains(name)) result.unexpected_keys.push_back(name);
+  const bool key_errors = strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty());
+  if (key_errors || !mismatches.empty()) {
+    std::vector<std::string> problems;
+    if (strict && !result.missing_keys.empty()) problems.push_back("missing keys: " + quoted_list(result.missing_keys));
+    if (strict && !result.unexpected_keys.empty())
+      problems.push_back("unexpected keys: " + quoted_list(result.unexpected_keys));
+    problems.insert(problems.end(), mismatches.begin(), mismatches.end());
+    std::string text = "[" + type_name_ + ".load_state_dict] error(s) in loading the state_dict: ";
+    for (size_t i = 0; i < problems.size(); ++i) text += (i ? "; " : "") + problems[i];
+    throw Error(text);
+  }
+  autograd::NoGradGuard no_grad;
+  for (const auto& [name, t] : own)
+    if (const Tensor* src = state.find(name)) Tensor(t).copy_(*src);
+  return result;
+}
+
+Module& Module::train(bool on) {
+  visit(false, [&](const std::string&, Module& m) { m.training_ = on; });
+  return *this;
+}
+
+void Module::zero_grad(bool set_to_none) {
+  autograd::NoGradGuard no_grad;
+  for (Tensor p : parameters()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) p.set_grad(Tensor());
+    else g.zero_();
+  }
+}
+
+Module& Module::to(DType dtype) {
+  FLB_CHECK(is_floating(dtype), TypeError, "[", type_name_, ".to] expected a floating point dtype, got ",
+            dtype_name(dtype));
+  autograd::NoGradGuard no_grad;
+  visit(true, [&](const std::string&, Module& m) {
+    for (const auto* entries : {&m.parameters_, &m.buffers_})
+      for (const auto& [name, t] : *entries) {
+        if (!t.defined() || !t.is_floating_point() || t.dtype() == dtype) continue;
+        set_data(t, t.to(dtype));
+        if (Tensor g = t.grad(); g.defined()) Tensor(t).set_grad(g.to(dtype));
+      }
+  });
+  return *this;
+}
+
+Module& Module::apply(const std::function<void(Module&)>& fn) {
+  for (const auto& [name, child] : children_) child->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+}  // namespace flambeau::nn

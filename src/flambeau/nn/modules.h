@@ -1,0 +1,129 @@
+// The C++ layers of flambeau::nn (torch.nn's names, arguments and default initialisation)
+// and the containers Sequential, ModuleList and ModuleDict. Create them with
+// std::make_shared; a layer's parameters are also public members (weight, bias), handles
+// to the registered tensors.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "flambeau/nn/module.h"
+
+namespace flambeau::nn {
+
+// x @ weight.T + bias; weight [out, in] from kaiming_uniform_(a = sqrt(5)), bias from
+// U(-1/sqrt(in), 1/sqrt(in)), as torch.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = kFloat32);
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  int64_t in_features, out_features;
+  Tensor weight, bias;  // bias undefined when bias = false
+};
+
+// Rows of weight [num_embeddings, embedding_dim] (from N(0, 1)) picked by integer indices.
+// The padding_idx row starts at zero and gets no gradient.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = {},
+            DType dtype = kFloat32);
+  Tensor forward(const Tensor& indices) override;
+  int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
+  Tensor weight;
+};
+
+// functional::layer_norm with weight (ones) and bias (zeros) when elementwise_affine.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Dims normalized_shape, double eps = 1e-5, bool elementwise_affine = true, bool bias = true,
+                     DType dtype = kFloat32);
+  Tensor forward(const Tensor& x) override;
+  Dims normalized_shape;
+  double eps;
+  Tensor weight, bias;
+};
+
+// functional::rms_norm with weight (ones) when elementwise_affine.
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(Dims normalized_shape, std::optional<double> eps = {}, bool elementwise_affine = true,
+                   DType dtype = kFloat32);
+  Tensor forward(const Tensor& x) override;
+  Dims normalized_shape;
+  std::optional<double> eps;
+  Tensor weight;
+};
+
+// functional::dropout while training; the identity in eval mode.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+
+class ReLU : public Module {
+ public:
+  ReLU() : Module("ReLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none");
+  Tensor forward(const Tensor& x) override;
+  std::string approximate;  // "none" or "tanh"
+};
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  Tensor forward(const Tensor& x) override;
+};
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& x) override;
+};
+
+// Submodules in order, named "0", "1", ... (the base of Sequential and ModuleList).
+class ModuleSequence : public Module {
+ public:
+  using Module::Module;
+  void push_back(std::shared_ptr<Module> module);
+  std::shared_ptr<Module> operator[](size_t i) const;
+  // The i-th module as an M (TypeError if it is not one).
+  template <class M>
+  std::shared_ptr<M> at(size_t i) const {
+    auto m = std::dynamic_pointer_cast<M>((*this)[i]);
+    FLB_CHECK(m, TypeError, "[", type_name(), "] module ", i, " is a ", (*this)[i]->type_name(),
+              ", not the type asked for");
+    return m;
+  }
+  size_t size() const { return named_children().size(); }
+};
+
+// Applies its modules one after the other.
+class Sequential : public ModuleSequence {
+ public:
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules = {});
+  Tensor forward(const Tensor& x) override;
+};
+
+class ModuleList : public ModuleSequence {
+ public:
+  ModuleList(std::initializer_list<std::shared_ptr<Module>> modules = {});
+};
+
+// Submodules by name, in insertion order.
+class ModuleDict : public Module {
+ public:
+  ModuleDict() : Module("ModuleDict") {}
+  void insert(const std::string& key, std::shared_ptr<Module> module) { register_module(key, std::move(module)); }
+  // IndexError for an unknown key.
+  std::shared_ptr<Module> operator[](const std::string& key) const;
+  bool contains(const std::string& key) const { return named_children().contains(key); }
+  size_t size() const { return named_children().size(); }
+  std::vector<std::string> keys() const { return named_children().keys(); }
+};
+
+}  // namespace flambeau::nn
