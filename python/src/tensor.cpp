@@ -60,16 +60,7 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
   cls.def("__init__", [](Tensor* self, const Tensor& t) { new (self) Tensor(t.detach()); }, "data"_a);
   // self now views other's data (dtype and shape included), keeping its own identity and
   // autograd state: what `param.data = x` does in PyTorch (Module.to() relies on it).
-  cls.def("_set_data", [](Tensor& self, const Tensor& other) {
-    TensorImpl& d = *self.impl();
-    const TensorImpl& s = *other.impl();
-    d.storage = s.storage;
-    d.sizes = s.sizes;
-    d.strides = s.strides;
-    d.offset = s.offset;
-    d.dtype = s.dtype;
-    d.contiguous = s.contiguous;
-  }, "other"_a);
+  cls.def("_set_data", &Tensor::set_data, "other"_a);
   cls.def_prop_ro("shape", [](const Tensor& t) { return to_tuple(t.sizes()); })
       .def_prop_ro("dtype", [](const Tensor& t) { return t.dtype(); })
       .def_prop_ro("device", [](const Tensor& t) { return t.device(); })

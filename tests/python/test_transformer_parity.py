@@ -47,3 +47,37 @@ def test_block_forward_backward_and_adamw_steps_match_torch():
             opt.step()
     for name, p in fb.named_parameters():
         assert_close(p.detach(), tparams[name].detach(), rtol=1e-9, atol=1e-10)
+
+
+def mlp(nn):
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.SiLU(), nn.Linear(64, 10))
+
+
+def test_mlp_forward_backward_and_adamw_steps_match_torch():
+    torch.manual_seed(1)
+    tm, fm = mlp(torch.nn), mlp(fl.nn)
+    fm.load_state_dict({k: fl.from_dlpack(v.detach().clone()) for k, v in tm.state_dict().items()})
+    r = np.random.default_rng(1)
+    x = r.standard_normal((16, 32)).astype(np.float32)
+    y = r.integers(0, 10, 16)
+    tx, fx, ty, fy = torch.tensor(x), fl.tensor(x), torch.tensor(y), fl.tensor(y)
+    tloss = torch.nn.functional.cross_entropy(tm(tx), ty)
+    floss = fl.nn.functional.cross_entropy(fm(fx), fy)
+    assert_close(floss, tloss, rtol=1e-5, atol=1e-6)
+    tloss.backward()
+    floss.backward()
+    tparams = dict(tm.named_parameters())
+    for name, p in fm.named_parameters():
+        t = tparams[name].grad
+        assert_close(p.grad, t, rtol=1e-5, atol=1e-5 * float(t.abs().max()))
+    tm, fm, tx, fx = tm.double(), fm.double(), tx.double(), fx.double()
+    tparams = dict(tm.named_parameters())
+    topt = torch.optim.AdamW(tm.parameters(), lr=1e-2)
+    fopt = fl.optim.AdamW(fm.parameters(), lr=1e-2)
+    for _ in range(10):
+        for opt, model, inp, lib, tgt in ((topt, tm, tx, torch, ty), (fopt, fm, fx, fl, fy)):
+            opt.zero_grad()
+            lib.nn.functional.cross_entropy(model(inp), tgt).backward()
+            opt.step()
+    for name, p in fm.named_parameters():
+        assert_close(p.detach(), tparams[name].detach(), rtol=1e-9, atol=1e-10)

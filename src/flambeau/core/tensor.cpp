@@ -62,6 +62,18 @@ bool compute_contiguous(const Dims& sizes, const Dims& strides) {
 }
 }  // namespace
 
+void Tensor::set_data(const Tensor& other) const {
+  TensorImpl& d = *impl_;
+  const TensorImpl& s = *other.impl_;
+  d.storage = s.storage;
+  d.sizes = s.sizes;
+  d.strides = s.strides;
+  d.offset = s.offset;
+  d.dtype = s.dtype;
+  d.contiguous = s.contiguous;
+  d.view_base = s.view_base;
+}
+
 Tensor make_tensor(std::shared_ptr<Storage> storage, DType dtype, Dims sizes, Dims strides,
                    int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();

@@ -73,6 +73,9 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  // Points this handle at other's data (storage, geometry, dtype), keeping its identity
+  // and autograd state (nn.Module.to converts parameters in place with it).
+  void set_data(const Tensor& other) const;
   // The tensor this one is a view of (undefined if it is not a view).
   Tensor view_base() const { return Tensor(impl_->view_base); }
   const std::shared_ptr<Storage>& storage() const { return impl_->storage; }

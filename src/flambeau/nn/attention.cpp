@@ -19,7 +19,7 @@
 namespace flambeau::nn {
 namespace {
 
-constexpr int64_t kBq = 64, kBk = 128;
+constexpr int64_t kBq = 64, kBk = 256;
 
 // The max of a row, and x = exp(x - shift) returning the row's new sum (SIMD kernels).
 template <class T>

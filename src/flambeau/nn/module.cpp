@@ -12,19 +12,6 @@ std::string join(const std::string& prefix, const std::string& name) {
   return prefix.empty() ? name : prefix + "." + name;
 }
 
-// Points dst's handle at src's data (storage, geometry, dtype), keeping dst's identity and
-// autograd state: the C++ counterpart of the Python Tensor._set_data.
-void set_data(const Tensor& dst, const Tensor& src) {
-  TensorImpl& d = *dst.impl();
-  const TensorImpl& s = *src.impl();
-  d.storage = s.storage;
-  d.sizes = s.sizes;
-  d.strides = s.strides;
-  d.offset = s.offset;
-  d.dtype = s.dtype;
-  d.contiguous = s.contiguous;
-}
-
 std::string quoted_list(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) out += (out.empty() ? "'" : ", '") + n + "'";
@@ -207,7 +194,7 @@ Module& Module::to(DType dtype) {
     for (const auto* entries : {&m.parameters_, &m.buffers_})
       for (const auto& [name, t] : *entries) {
         if (!t.defined() || !t.is_floating_point() || t.dtype() == dtype) continue;
-        set_data(t, t.to(dtype));
+        t.set_data(t.to(dtype));
         if (Tensor g = t.grad(); g.defined()) Tensor(t).set_grad(g.to(dtype));
       }
   });
