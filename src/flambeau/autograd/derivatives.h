@@ -13,6 +13,9 @@ namespace flambeau::autograd {
 // clone of self (so that saved inputs stay intact), writes the result into self and
 // gives self the result's history. Leaves that require grad are refused.
 Tensor& inplace_with_grad(const char* name, Tensor& self, const std::function<Tensor(const Tensor&)>& op);
+// The in-place form of an op on a tensor that needs grad, from its out-of-place form:
+// refuses a leaf before `out_of_place` runs, then assigns its result (assign_with_grad).
+Tensor& assign_out_of_place(const char* name, Tensor& self, const std::function<Tensor()>& out_of_place);
 // Writes `result` (computed out of place from self) into self and gives self its history.
 Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& result);
 

@@ -78,8 +78,12 @@ void refresh_view_history(const Tensor& view) {
 }
 
 Tensor& inplace_with_grad(const char* name, Tensor& self, const std::function<Tensor(const Tensor&)>& op) {
+  return assign_out_of_place(name, self, [&] { return op(self.clone()); });
+}
+
+Tensor& assign_out_of_place(const char* name, Tensor& self, const std::function<Tensor()>& out_of_place) {
   check_inplace_allowed(name, self);
-  return assign_with_grad(name, self, op(self.clone()));
+  return assign_with_grad(name, self, out_of_place());
 }
 
 Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& value) {

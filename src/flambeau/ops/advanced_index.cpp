@@ -103,10 +103,8 @@ Tensor index(const Tensor& self, const IndexList& indices) {
 }
 
 Tensor& index_put_(Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate) {
-  if (autograd::needs_grad(self, values)) {  // out of place, then given to self
-    autograd::check_inplace_allowed("index_put_", self);
-    return autograd::assign_with_grad("index_put_", self, index_put(self, indices, values, accumulate));
-  }
+  if (autograd::needs_grad(self, values))
+    return autograd::assign_out_of_place("index_put_", self, [&] { return index_put(self, indices, values, accumulate); });
   FLB_CHECK(values.impl()->wrapped_number || values.dtype() == self.dtype(), TypeError,
             "[index_put] values of dtype ", dtype_name(values.dtype()), " do not match self of dtype ",
             dtype_name(self.dtype()));

@@ -225,10 +225,8 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 // The in-place forms on tensors that need grad compute the result out of place and give it
 // to self (autograd::assign_with_grad); otherwise they write self directly.
 Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  if (autograd::needs_grad(self, src)) {
-    autograd::check_inplace_allowed("scatter_", self);
-    return autograd::assign_with_grad("scatter_", self, scatter(self, dim, index, src));
-  }
+  if (autograd::needs_grad(self, src))
+    return autograd::assign_out_of_place("scatter_", self, [&] { return scatter(self, dim, index, src); });
   return scatter_impl("scatter", self, dim, index, src, Reduce::Assign);
 }
 Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -238,10 +236,8 @@ Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tenso
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
-  if (autograd::needs_grad(self, src)) {
-    autograd::check_inplace_allowed("scatter_add_", self);
-    return autograd::assign_with_grad("scatter_add_", self, scatter_add(self, dim, index, src));
-  }
+  if (autograd::needs_grad(self, src))
+    return autograd::assign_out_of_place("scatter_add_", self, [&] { return scatter_add(self, dim, index, src); });
   return scatter_impl("scatter_add", self, dim, index, src, Reduce::Sum);
 }
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
@@ -317,10 +313,8 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 
 Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
-  if (autograd::needs_grad(self, source)) {
-    autograd::check_inplace_allowed("index_add_", self);
-    return autograd::assign_with_grad("index_add_", self, index_add(self, dim, index, source, alpha));
-  }
+  if (autograd::needs_grad(self, source))
+    return autograd::assign_out_of_place("index_add_", self, [&] { return index_add(self, dim, index, source, alpha); });
   return index_scatter("index_add", self, dim, index, source, Reduce::Sum, alpha);
 }
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
@@ -329,10 +323,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   return out;
 }
 Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
-  if (autograd::needs_grad(self, source)) {
-    autograd::check_inplace_allowed("index_copy_", self);
-    return autograd::assign_with_grad("index_copy_", self, index_copy(self, dim, index, source));
-  }
+  if (autograd::needs_grad(self, source))
+    return autograd::assign_out_of_place("index_copy_", self, [&] { return index_copy(self, dim, index, source); });
   return index_scatter("index_copy", self, dim, index, source, Reduce::Assign, 1);
 }
 Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
@@ -342,10 +334,8 @@ Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Te
 }
 
 Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
-  if (autograd::needs_grad(self, value)) {
-    autograd::check_inplace_allowed("index_fill_", self);
-    return autograd::assign_with_grad("index_fill_", self, index_fill(self, dim, index, value));
-  }
+  if (autograd::needs_grad(self, value))
+    return autograd::assign_out_of_place("index_fill_", self, [&] { return index_fill(self, dim, index, value); });
   FLB_CHECK(value.dim() == 0, ValueError, "[index_fill] value must be a number or a 0-dim tensor, got shape ",
             shape_str(value.sizes()));
   const Checked c = check_index_op("index_fill", self, dim, index, nullptr, true);

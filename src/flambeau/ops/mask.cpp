@@ -24,10 +24,8 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
   FLB_CHECK(value.dim() == 0, ValueError, "[masked_fill] value must be a number or a 0-dim tensor, got shape ",
             shape_str(value.sizes()));
   check_mask_fits("masked_fill", self, mask);
-  if (autograd::needs_grad(self, value)) {
-    autograd::check_inplace_allowed("masked_fill_", self);
-    return autograd::assign_with_grad("masked_fill_", self, masked_fill(self, mask, value));
-  }
+  if (autograd::needs_grad(self, value))
+    return autograd::assign_out_of_place("masked_fill_", self, [&] { return masked_fill(self, mask, value); });
   const Tensor m = unalias(self, mask);
   const ElemLoop L = make_elem_loop(self, {m});
   visit_dtype(self.dtype(), [&]<class T>() {
@@ -67,10 +65,8 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
 
 Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
   check_mask_fits("masked_scatter", self, mask);
-  if (autograd::needs_grad(self, source)) {
-    autograd::check_inplace_allowed("masked_scatter_", self);
-    return autograd::assign_with_grad("masked_scatter_", self, masked_scatter(self, mask, source));
-  }
+  if (autograd::needs_grad(self, source))
+    return autograd::assign_out_of_place("masked_scatter_", self, [&] { return masked_scatter(self, mask, source); });
   FLB_CHECK(source.dtype() == self.dtype(), TypeError, "[masked_scatter] expected source dtype ",
             dtype_name(self.dtype()), ", got ", dtype_name(source.dtype()));
   const Tensor positions = nonzero_flat(mask.expand(self.sizes()));
