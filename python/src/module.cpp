@@ -110,4 +110,5 @@ NB_MODULE(_C, m) {
   bind_autograd(m, cls);
   bind_optim(m);
   bind_nn(m);
+  bind_io(m);
 }

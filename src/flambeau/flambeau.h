@@ -5,6 +5,7 @@
 #include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/core/tensor.h"
+#include "flambeau/io/safetensors.h"
 #include "flambeau/nn/attention.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/init.h"
