@@ -9,6 +9,7 @@ apt_packages=(
   python3 python3-venv python3-pip
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev
+  clang libclang-rt-14-dev fortunes
   dataset-fashion-mnist
 )
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: set up (which also installs the Python package), then build and run the
 # GoogleTest suite in the release preset and under AddressSanitizer +
-# UndefinedBehaviorSanitizer (asan preset), then the Python tests against PyTorch 2.13.
+# UndefinedBehaviorSanitizer (asan preset), a short fuzz run of the safetensors header
+# parser, then the Python tests against PyTorch 2.13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -12,6 +13,8 @@ for preset in release asan; do
   echo "== $preset: test"
   ctest --preset "$preset" -j 2
 done
+echo "== fuzz: safetensors header smoke"
+bash scripts/fuzz.sh 2>&1 | tail -n 20
 echo "== python: test"
 # Run from tests/ so that `import flambeau` finds the installed package, not python/.
 (cd tests/python && ../../.venv/bin/python -m pytest -q -p no:cacheprovider .)

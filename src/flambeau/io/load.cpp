@@ -5,6 +5,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
 
 #include "flambeau/io/safetensors.h"
 #include "flambeau/io/safetensors_internal.h"
@@ -13,6 +16,52 @@ namespace flambeau::io {
 namespace {
 
 namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+// Thrown from the JSON parser's callback of parse_json, and caught there.
+struct DuplicateKey {
+  std::string key;
+};
+struct TooDeep {};
+
+// JSON text as a tree, rejecting duplicate keys in any object and nesting deeper than
+// max_depth (objects and arrays); errors name `path`.
+Json parse_json(std::string_view text, const std::string& path, int max_depth) {
+  // Keys seen in each open object, to reject duplicates (the JSON library keeps the last).
+  std::vector<std::unordered_set<std::string>> open;
+  int depth = 0;
+  auto cb = [&](int, Json::parse_event_t ev, Json& parsed) {
+    switch (ev) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        if (++depth > max_depth) throw TooDeep{};
+        if (ev == Json::parse_event_t::object_start) open.emplace_back();
+        break;
+      case Json::parse_event_t::object_end:
+        open.pop_back();
+        --depth;
+        break;
+      case Json::parse_event_t::array_end:
+        --depth;
+        break;
+      case Json::parse_event_t::key:
+        if (!open.back().insert(parsed.get<std::string>()).second) throw DuplicateKey{parsed.get<std::string>()};
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text.begin(), text.end(), cb);
+  } catch (const DuplicateKey& d) {
+    fail(path, "duplicate key '", d.key, "'");
+  } catch (const TooDeep&) {
+    fail(path, "JSON nests deeper than the format allows");
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, "not valid JSON (", e.what(), ")");
+  }
+}
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -35,7 +84,7 @@ TensorList load_index(const std::string& path, Metadata* metadata_out, const Loa
   std::stringstream text;
   text << in.rdbuf();
   if (!in) fail(path, "cannot read the index");
-  const nlohmann::ordered_json root = parse_json(text.str(), path, 64);
+  const Json root = parse_json(text.str(), path, 64);
   if (!root.is_object() || !root.contains("weight_map") || !root["weight_map"].is_object())
     fail(path, "index must be a JSON object with a \"weight_map\" object");
   const fs::path dir = fs::path(path).parent_path();

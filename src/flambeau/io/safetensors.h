@@ -50,9 +50,9 @@ Header parse_buffer(std::string_view file, const std::string& path);
 // after optional whitespace). Never throws for unreadable or short files (false).
 bool is_safetensors(const std::string& path);
 
-// Lazy access to one file: opening reads only the header; the file is mapped read-only
-// and private (copy-on-write), so tensors view it without copies and writes to them
-// never reach the file. The mapping lives while any tensor from it is alive.
+// Lazy access to one file: opening reads only the header (the file stays open). The first
+// get_tensor maps it private (copy-on-write), so tensors view it without copies and
+// writes to them never reach the file. The mapping lives while any tensor from it does.
 class SafeOpen {
  public:
   explicit SafeOpen(const std::string& path);

@@ -1,9 +1,9 @@
 // The safetensors header: parsing the JSON and validating it as strictly as the reference
 // reader (dtypes, shapes vs byte ranges with overflow checks, offsets tiling the data
-// section, duplicate names, string-only metadata). Works on bytes only, no file access,
-// so it is what a fuzzer drives.
+// section, duplicate names, string-only metadata). The JSON is read by a SAX handler that
+// fills the Header directly (no JSON tree: opening a file costs little more than reading
+// its header). Works on bytes only, no file access, so it is what the fuzzer drives.
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -13,8 +13,6 @@
 
 namespace flambeau::io {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 // Note [safetensors dtypes]
 // The ten format dtypes flambeau has load as themselves. The byte-aligned ones it lacks
@@ -45,53 +43,6 @@ const FormatDType* find_dtype(std::string_view name) {
   return nullptr;
 }
 
-// Thrown from the JSON parser's callback; caught in parse_json.
-struct DuplicateKey {
-  std::string key;
-};
-struct TooDeep {};
-
-}  // namespace
-
-Json parse_json(std::string_view text, const std::string& path, int max_depth) {
-  // Keys seen in each open object, to reject duplicates (the JSON library keeps the last).
-  std::vector<std::unordered_set<std::string>> open;
-  int depth = 0;
-  auto cb = [&](int, Json::parse_event_t ev, Json& parsed) {
-    switch (ev) {
-      case Json::parse_event_t::object_start:
-      case Json::parse_event_t::array_start:
-        if (++depth > max_depth) throw TooDeep{};
-        if (ev == Json::parse_event_t::object_start) open.emplace_back();
-        break;
-      case Json::parse_event_t::object_end:
-        open.pop_back();
-        --depth;
-        break;
-      case Json::parse_event_t::array_end:
-        --depth;
-        break;
-      case Json::parse_event_t::key:
-        if (!open.back().insert(parsed.get<std::string>()).second) throw DuplicateKey{parsed.get<std::string>()};
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), cb);
-  } catch (const DuplicateKey& d) {
-    fail(path, "duplicate key '", d.key, "' in the header");
-  } catch (const TooDeep&) {
-    fail(path, "JSON nests deeper than the format allows");
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, "not valid JSON (", e.what(), ")");
-  }
-}
-
-namespace {
-
 // Strict UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
 bool valid_utf8(std::string_view s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -117,79 +68,165 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-uint64_t get_u64(const Json& v, const std::string& path, const std::string& name, const char* what) {
-  if (!v.is_number_unsigned())
-    fail(path, "tensor '", name, "': ", what, " must be non-negative integers, got ", v.dump());
-  return v.get<uint64_t>();
+std::string json_list(const std::vector<uint64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
+  return s + "]";
 }
 
-TensorInfo parse_entry(const std::string& name, const Json& e, const std::string& path) {
-  if (!e.is_object()) fail(path, "tensor '", name, "': entry must be an object, got ", e.type_name());
-  for (const auto& [k, v] : e.items())
-    if (k != "dtype" && k != "shape" && k != "data_offsets") fail(path, "tensor '", name, "': unknown field '", k, "'");
-  for (const char* k : {"dtype", "shape", "data_offsets"})
-    if (!e.contains(k)) fail(path, "tensor '", name, "': missing field '", k, "'");
+// Turns an entry's raw fields into a TensorInfo: dtype known, byte size of the shape
+// without overflow and equal to the span of data_offsets.
+TensorInfo make_info(std::string name, std::string dtype, const std::vector<uint64_t>& shape,
+                     const std::vector<uint64_t>& offsets, const std::string& path) {
   TensorInfo t;
-  t.name = name;
-  const Json& dt = e["dtype"];
-  if (!dt.is_string()) fail(path, "tensor '", name, "': dtype must be a string, got ", dt.dump());
-  t.format_dtype = dt.get<std::string>();
+  t.name = std::move(name);
+  t.format_dtype = std::move(dtype);
   const FormatDType* f = find_dtype(t.format_dtype);
   if (!f) {
     for (const char* s : kSubByteDTypes)
-      if (t.format_dtype == s) fail(path, "tensor '", name, "': dtype ", s, " (sub-byte) is not supported by flambeau");
-    fail(path, "tensor '", name, "': unknown dtype '", t.format_dtype, "'");
+      if (t.format_dtype == s) fail(path, "tensor '", t.name, "': dtype ", s, " (sub-byte) is not supported by flambeau");
+    fail(path, "tensor '", t.name, "': unknown dtype '", t.format_dtype, "'");
   }
-  const Json& shape = e["shape"];
-  if (!shape.is_array()) fail(path, "tensor '", name, "': shape must be an array, got ", shape.dump());
+  constexpr uint64_t kMax = uint64_t(std::numeric_limits<int64_t>::max());
   uint64_t numel = 1;
   bool overflow = false;
-  for (const Json& d : shape) {
-    const uint64_t n = get_u64(d, path, name, "shape entries");
-    if (n > uint64_t(std::numeric_limits<int64_t>::max())) overflow = true;
-    overflow = __builtin_mul_overflow(numel, n, &numel) || overflow;
-    t.shape.push_back(int64_t(std::min<uint64_t>(n, std::numeric_limits<int64_t>::max())));
+  for (uint64_t n : shape) {
+    overflow = __builtin_mul_overflow(numel, n, &numel) || n > kMax || overflow;
+    t.shape.push_back(int64_t(std::min(n, kMax)));
   }
   uint64_t nbytes = 0;
   overflow = __builtin_mul_overflow(numel, f->size, &nbytes) || overflow;
   // A zero-sized tensor can still carry a huge dimension; flambeau sizes are int64.
-  if (overflow || nbytes > uint64_t(std::numeric_limits<int64_t>::max()))
-    fail(path, "tensor '", name, "': shape ", shape.dump(), " overflows the byte size");
-  const Json& off = e["data_offsets"];
-  if (!off.is_array() || off.size() != 2)
-    fail(path, "tensor '", name, "': data_offsets must be [begin, end], got ", off.dump());
-  t.begin = get_u64(off[0], path, name, "data_offsets");
-  t.end = get_u64(off[1], path, name, "data_offsets");
-  if (t.end < t.begin) fail(path, "tensor '", name, "': data_offsets ", off.dump(), " end before begin");
+  if (overflow || nbytes > kMax) fail(path, "tensor '", t.name, "': shape ", json_list(shape), " overflows the byte size");
+  if (offsets.size() != 2) fail(path, "tensor '", t.name, "': data_offsets must be [begin, end], got ", json_list(offsets));
+  t.begin = offsets[0], t.end = offsets[1];
+  if (t.end < t.begin) fail(path, "tensor '", t.name, "': data_offsets ", json_list(offsets), " end before begin");
   if (t.end - t.begin != nbytes)
-    fail(path, "tensor '", name, "': ", t.format_dtype, " shape ", shape.dump(), " needs ", nbytes,
-         " bytes but data_offsets ", off.dump(), " span ", t.end - t.begin);
+    fail(path, "tensor '", t.name, "': ", t.format_dtype, " shape ", json_list(shape), " needs ", nbytes,
+         " bytes but data_offsets ", json_list(offsets), " span ", t.end - t.begin);
   t.dtype = f->dtype;
   t.load_shape = t.shape;
   if (!f->native && f->size > 1) t.load_shape.push_back(int64_t(f->size));
   return t;
 }
 
+// SAX handler for {"__metadata__": {str: str}, name: {"dtype": str, "shape": [u64...],
+// "data_offsets": [u64, u64]}, ...}: every event is checked against where it occurs, and
+// anything else raises ValueError naming the tensor and what it got.
+class HeaderReader {
+ public:
+  using Json = nlohmann::json;
+  HeaderReader(Header& h, const std::string& path) : h_(h), path_(path) {}
+
+  bool null() { return scalar("null"); }
+  bool boolean(bool b) { return scalar(b ? "true" : "false"); }
+  bool number_integer(int64_t v) { return scalar(std::to_string(v)); }
+  bool number_float(double, const std::string& text) { return scalar(text); }
+  bool binary(Json::binary_t&) { return scalar("binary"); }
+  bool number_unsigned(uint64_t v) {
+    if (field_ == kShape && depth_ == 3) return shape_.push_back(v), true;
+    if (field_ == kOffsets && depth_ == 3) return offsets_.push_back(v), true;
+    return scalar(std::to_string(v));
+  }
+  bool string(std::string& v) {
+    if (depth_ == 2 && in_meta_) return h_.metadata.emplace_back(key_, std::move(v)), true;
+    if (depth_ == 2 && field_ == kDtype) return dtype_ = std::move(v), true;
+    return scalar('"' + v + '"');
+  }
+  bool start_object(size_t) { return open("object"); }
+  bool start_array(size_t) { return open("array"); }
+  bool end_object() {
+    if (depth_ == 2 && !in_meta_) end_entry();
+    return close();
+  }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    if (depth_ == 1) {
+      if (!names_.insert(k).second) fail(path_, "duplicate key '", k, "' in the header");
+      in_meta_ = k == "__metadata__";
+      if (in_meta_) h_.has_metadata = true;
+      name_ = std::move(k);
+    } else if (in_meta_) {
+      if (!meta_keys_.insert(k).second) fail(path_, "duplicate key '", k, "' in the header");
+      key_ = std::move(k);
+    } else {
+      const int f = k == "dtype" ? kDtype : k == "shape" ? kShape : k == "data_offsets" ? kOffsets : -1;
+      if (f < 0) fail(path_, "tensor '", name_, "': unknown field '", k, "'");
+      if (seen_ & (1 << f)) fail(path_, "duplicate key '", k, "' in the header");
+      seen_ |= 1 << f, field_ = f;
+    }
+    return true;
+  }
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception& e) {
+    fail(path_, "not valid JSON (", e.what(), ")");
+  }
+
+ private:
+  enum { kDtype, kShape, kOffsets, kNone };
+
+  bool open(const char* type) {
+    if (++depth_ > 3) fail(path_, "JSON nests deeper than the format allows");
+    if (depth_ == 1 && type[0] != 'o') fail(path_, "header must be a JSON object, got ", type);
+    if (depth_ == 2 && in_meta_ && type[0] != 'o') fail(path_, "__metadata__ must be an object of strings, got ", type);
+    if (depth_ == 2 && !in_meta_) {
+      if (type[0] != 'o') fail(path_, "tensor '", name_, "': entry must be an object, got ", type);
+      seen_ = 0, field_ = kNone, dtype_.clear(), shape_.clear(), offsets_.clear();
+    }
+    if (depth_ == 3) {
+      if (in_meta_) fail(path_, "__metadata__ value of '", key_, "' must be a string, got ", type);
+      if (field_ == kDtype) fail(path_, "tensor '", name_, "': dtype must be a string, got ", type);
+      if (type[0] != 'a') fail(path_, "tensor '", name_, "': ", field_name(), " must be an array, got ", type);
+    }
+    return true;
+  }
+  bool close() {
+    if (depth_ == 2) meta_keys_.clear();
+    if (depth_ == 2 && in_meta_) in_meta_ = false;
+    --depth_;
+    return true;
+  }
+  // A scalar where it does not belong; `text` is how it was written.
+  bool scalar(const std::string& text) {
+    if (depth_ == 0) fail(path_, "header must be a JSON object, got ", text);
+    if (depth_ == 1 && name_ == "__metadata__" && text == "null") return true;  // "__metadata__": null
+    if (depth_ == 1 && in_meta_) fail(path_, "__metadata__ must be an object of strings, got ", text);
+    if (depth_ == 1) fail(path_, "tensor '", name_, "': entry must be an object, got ", text);
+    if (in_meta_) fail(path_, "__metadata__ value of '", key_, "' must be a string, got ", text);
+    if (depth_ == 2 && field_ == kDtype) fail(path_, "tensor '", name_, "': dtype must be a string, got ", text);
+    if (depth_ == 2) fail(path_, "tensor '", name_, "': ", field_name(), " must be an array, got ", text);
+    fail(path_, "tensor '", name_, "': ", field_name(), " must be non-negative integers, got ", text);
+  }
+  const char* field_name() const { return field_ == kShape ? "shape" : "data_offsets"; }
+  void end_entry() {
+    for (int f : {kDtype, kShape, kOffsets})
+      if (!(seen_ & (1 << f)))
+        fail(path_, "tensor '", name_, "': missing field '",
+             f == kDtype ? "dtype" : f == kShape ? "shape" : "data_offsets", "'");
+    h_.tensors.push_back(make_info(name_, dtype_, shape_, offsets_, path_));
+  }
+
+  Header& h_;
+  const std::string& path_;
+  int depth_ = 0;
+  bool in_meta_ = false;  // inside the value of "__metadata__"
+  std::unordered_set<std::string> names_, meta_keys_;
+  std::string name_, key_;  // current top-level key; current metadata key
+  // The entry being read: fields seen (bit per field), the one whose value comes next.
+  int seen_ = 0, field_ = kNone;
+  std::string dtype_;
+  std::vector<uint64_t> shape_, offsets_;
+};
+
 }  // namespace
 
 Header parse_header(std::string_view text, uint64_t data_size, const std::string& path) {
   if (!valid_utf8(text)) fail(path, "header is not valid UTF-8");
-  const Json root = parse_json(text, path, 3);  // {name: {"shape": [...]}}
-  if (!root.is_object()) fail(path, "header must be a JSON object, got ", root.type_name());
   Header h;
-  for (const auto& [key, value] : root.items()) {
-    if (key == "__metadata__") {
-      h.has_metadata = true;
-      if (value.is_null()) continue;
-      if (!value.is_object()) fail(path, "__metadata__ must be an object of strings, got ", value.type_name());
-      for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) fail(path, "__metadata__ value of '", k, "' must be a string, got ", v.dump());
-        h.metadata.emplace_back(k, v.get<std::string>());
-      }
-      continue;
-    }
-    h.tensors.push_back(parse_entry(key, value, path));
-  }
+  HeaderReader reader(h, path);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &reader);
   // The byte ranges, in offset order, must tile [0, data_size) with no gap or overlap.
   std::vector<const TensorInfo*> order;
   for (const auto& t : h.tensors) order.push_back(&t);

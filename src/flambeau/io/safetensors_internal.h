@@ -4,8 +4,6 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "flambeau/core/error.h"
 
 namespace flambeau::io {
@@ -19,9 +17,5 @@ template <class... A>
 // Checks the 8-byte little-endian header length (in `first8`) against the limit and
 // the file size; returns it.
 uint64_t check_prefix(std::string_view first8, uint64_t file_size, const std::string& path);
-
-// Parses JSON text, rejecting duplicate keys in any object and nesting deeper than
-// max_depth (objects and arrays); errors name `path`.
-nlohmann::ordered_json parse_json(std::string_view text, const std::string& path, int max_depth);
 
 }  // namespace flambeau::io

@@ -1,6 +1,6 @@
-// Reading safetensors files: SafeOpen reads and validates the header with pread, then
-// maps the file private and copy-on-write, so tensors are zero-copy views that writes
-// never carry back to the file. Also content sniffing and float8 decoding.
+// Reading safetensors files: SafeOpen reads and validates the header with pread; the first
+// tensor asked for maps the file private and copy-on-write, so tensors are zero-copy views
+// that writes never carry back to the file (rows are read with pread, without mapping). Also content sniffing and float8 decoding.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 
 #include "flambeau/io/safetensors.h"
@@ -69,29 +70,37 @@ struct SafeOpen::State {
   std::string path;
   Header header;
   std::unordered_map<std::string, size_t> index;
+  Fd file;  // kept open: the mapping is made on first use, so opening costs the header only
+  uint64_t size = 0, data_start = 0;
+  std::once_flag mapped;
   std::shared_ptr<Mapping> map;
-  uint64_t data_start = 0;
-  const char* data(const TensorInfo& t) const { return static_cast<const char*>(map->base) + data_start + t.begin; }
+
+  const std::shared_ptr<Mapping>& mapping() {
+    std::call_once(mapped, [&] {
+      void* p = ::mmap(nullptr, size_t(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd, 0);
+      if (p == MAP_FAILED) fail(path, "cannot map the file (", std::strerror(errno), ")");
+      auto m = std::make_shared<Mapping>();
+      m->base = p, m->size = size_t(size);
+      map = std::move(m);
+    });
+    return map;
+  }
+  const char* data(const TensorInfo& t) { return static_cast<const char*>(mapping()->base) + data_start + t.begin; }
 };
 
 SafeOpen::SafeOpen(const std::string& path) : s_(std::make_shared<State>()) {
   s_->path = path;
-  Fd f;
-  const uint64_t size = open_regular(path, f);
+  const uint64_t size = open_regular(path, s_->file);
   char prefix[8];
   const size_t got = size < 8 ? size_t(size) : 8;
-  if (!pread_all(f.fd, prefix, got, 0)) fail(path, "cannot read the header length");
+  if (!pread_all(s_->file.fd, prefix, got, 0)) fail(path, "cannot read the header length");
   const uint64_t n = check_prefix(std::string_view(prefix, got), size, path);
   std::string text(n, '\0');
-  if (!pread_all(f.fd, text.data(), n, 8)) fail(path, "cannot read the header");
+  if (!pread_all(s_->file.fd, text.data(), n, 8)) fail(path, "cannot read the header");
   s_->header = parse_header(text, size - 8 - n, path);
+  s_->size = size;
   s_->data_start = 8 + n;
   for (size_t i = 0; i < s_->header.tensors.size(); ++i) s_->index.emplace(s_->header.tensors[i].name, i);
-  s_->map = std::make_shared<Mapping>();
-  void* p = ::mmap(nullptr, size_t(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
-  if (p == MAP_FAILED) fail(path, "cannot map the file (", std::strerror(errno), ")");
-  s_->map->base = p;
-  s_->map->size = size_t(size);
 }
 
 SafeOpen::~SafeOpen() = default;
@@ -116,8 +125,9 @@ const TensorInfo& SafeOpen::info(const std::string& name) const {
 }
 
 std::pair<const void*, const void*> SafeOpen::mapping_range() const {
-  const char* b = static_cast<const char*>(s_->map->base);
-  return {b, b + s_->map->size};
+  const Mapping& m = *s_->mapping();
+  const char* b = static_cast<const char*>(m.base);
+  return {b, b + m.size};
 }
 
 Tensor SafeOpen::get_tensor(const std::string& name, bool copy) const {
@@ -133,7 +143,7 @@ Tensor SafeOpen::get_tensor(const std::string& name, bool copy) const {
   auto storage = std::make_shared<Storage>();
   storage->data = const_cast<char*>(src);
   storage->nbytes = nbytes;
-  storage->ctx = new std::shared_ptr<Mapping>(s_->map);
+  storage->ctx = new std::shared_ptr<Mapping>(s_->mapping());
   storage->deleter = release_mapping;
   return make_tensor(storage, t.dtype, t.load_shape);
 }
@@ -149,7 +159,9 @@ Tensor SafeOpen::get_rows(const std::string& name, int64_t start, int64_t end) c
   shape[0] = end - start;
   const size_t nbytes = size_t(row_bytes * uint64_t(end - start));
   auto storage = Storage::allocate(nbytes, kCPU);
-  if (nbytes) std::memcpy(storage->data, s_->data(t) + row_bytes * uint64_t(start), nbytes);
+  const uint64_t offset = s_->data_start + t.begin + row_bytes * uint64_t(start);
+  if (nbytes && !pread_all(s_->file.fd, static_cast<char*>(storage->data), nbytes, offset))
+    fail(s_->path, "cannot read tensor '", name, "' (", std::strerror(errno), ")");
   return make_tensor(storage, t.dtype, shape);
 }
 
