@@ -1,0 +1,60 @@
+// Saving and restoring flambeau-gpt's training state with flambeau::io (safetensors).
+#include "checkpoint.h"
+
+#include <map>
+#include <stdexcept>
+
+#include "flambeau/core/generator.h"
+#include "flambeau/io/safetensors.h"
+
+namespace gpt {
+using namespace flambeau;
+
+void save_checkpoint(const std::string& path, const Gpt& model, const optim::Optimizer* opt, int64_t step) {
+  io::TensorList tensors;
+  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
+  if (opt) {
+    const optim::OptimizerState s = opt->state_dict();
+    for (size_t i = 0; i < s.params.size(); ++i)
+      for (const auto& [name, t] : s.params[i]) tensors.emplace_back("optim." + std::to_string(i) + "." + name, t);
+  }
+  tensors.emplace_back("rng", default_generator().get_state());
+  io::save(tensors, path,
+           {{"format", "flambeau-gpt/1"}, {"step", std::to_string(step)}, {"config", to_text(model.config)}});
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  io::SafeOpen f(path);
+  std::map<std::string, std::string> meta(f.metadata().begin(), f.metadata().end());
+  if (meta["format"] != "flambeau-gpt/1") throw std::invalid_argument("'" + path + "' is not a flambeau-gpt checkpoint");
+  Checkpoint c;
+  c.path = path;
+  from_text(c.config, meta["config"]);
+  c.step = std::stoll(meta["step"]);
+  return c;
+}
+
+void restore(const Checkpoint& ckpt, Gpt& model, optim::Optimizer* opt) {
+  for (const std::string& k : model_keys())
+    if (get_option(ckpt.config, k) != get_option(model.config, k))
+      throw std::invalid_argument("checkpoint '" + ckpt.path + "' has " + k + " = " + get_option(ckpt.config, k) +
+                                  ", the model " + get_option(model.config, k));
+  io::SafeOpen f(ckpt.path);
+  nn::StateDict sd;
+  for (const auto& [name, t] : model.state_dict()) sd.insert(name, f.get_tensor("model." + name, true));
+  model.load_state_dict(sd);
+  if (opt) {
+    optim::OptimizerState s = opt->state_dict();
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      s.params[i].clear();
+      for (const char* name : {"step", "exp_avg", "exp_avg_sq"}) {
+        const std::string key = "optim." + std::to_string(i) + "." + name;
+        if (f.contains(key)) s.params[i][name] = f.get_tensor(key, true);
+      }
+    }
+    opt->load_state_dict(s);
+  }
+  default_generator().set_state(f.get_tensor("rng", true));
+}
+
+}  // namespace gpt

@@ -1,0 +1,146 @@
+// Reading and writing flambeau-gpt's settings: one table of (name, field) pairs drives the
+// config file, the command line and the copy stored in checkpoints.
+#include "config.h"
+
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <variant>
+
+namespace gpt {
+namespace {
+
+using Field = std::variant<int64_t Config::*, uint64_t Config::*, double Config::*, std::string Config::*>;
+struct Setting {
+  const char* name;
+  Field field;
+  bool model;  // shapes the model
+};
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> s = {
+      {"vocab_size", &Config::vocab_size, true}, {"n_layer", &Config::n_layer, true},
+      {"n_head", &Config::n_head, true},         {"d_model", &Config::d_model, true},
+      {"seq_len", &Config::seq_len, true},       {"window", &Config::window, true},
+      {"rope_theta", &Config::rope_theta, true}, {"batch_size", &Config::batch_size, false},
+      {"steps", &Config::steps, false},          {"warmup", &Config::warmup, false},
+      {"lr", &Config::lr, false},                {"min_lr", &Config::min_lr, false},
+      {"weight_decay", &Config::weight_decay, false}, {"beta1", &Config::beta1, false},
+      {"beta2", &Config::beta2, false},          {"grad_clip", &Config::grad_clip, false},
+      {"z_loss", &Config::z_loss, false},        {"seed", &Config::seed, false},
+      {"eval_every", &Config::eval_every, false}, {"eval_batches", &Config::eval_batches, false},
+      {"checkpoint_every", &Config::checkpoint_every, false}, {"threads", &Config::threads, false},
+      {"data_dir", &Config::data_dir, false},    {"out_dir", &Config::out_dir, false},
+      {"num_samples", &Config::num_samples, false}, {"max_new_tokens", &Config::max_new_tokens, false},
+      {"top_k", &Config::top_k, false},          {"temperature", &Config::temperature, false},
+      {"top_p", &Config::top_p, false},          {"prompt", &Config::prompt, false},
+  };
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r"), e = s.find_last_not_of(" \t\r");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+// Parses all of `text` as T (std::invalid_argument otherwise).
+template <class T>
+T parse(const std::string& key, const std::string& text) {
+  std::istringstream in(text);
+  T v{};
+  in >> v;
+  if (in.fail() || !in.eof()) throw std::invalid_argument("setting '" + key + "': cannot read '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+void set_option(Config& c, const std::string& key, const std::string& value) {
+  for (const Setting& s : settings()) {
+    if (key != s.name) continue;
+    std::visit(
+        [&](auto field) {
+          using T = std::remove_cvref_t<decltype(c.*field)>;
+          if constexpr (std::is_same_v<T, std::string>) c.*field = value;
+          else c.*field = parse<T>(key, value);
+        },
+        s.field);
+    return;
+  }
+  throw std::invalid_argument("unknown setting '" + key + "'");
+}
+
+std::string get_option(const Config& c, const std::string& key) {
+  for (const Setting& s : settings()) {
+    if (key != s.name) continue;
+    return std::visit(
+        [&](auto field) -> std::string {
+          using T = std::remove_cvref_t<decltype(c.*field)>;
+          if constexpr (std::is_same_v<T, std::string>) return c.*field;
+          else {  // shortest text that reads back to the same value
+            char buf[32];
+            return std::string(buf, std::to_chars(buf, buf + sizeof buf, c.*field).ptr);
+          }
+        },
+        s.field);
+  }
+  throw std::invalid_argument("unknown setting '" + key + "'");
+}
+
+void from_text(Config& c, const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    line = trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("line " + std::to_string(n) + ": expected key = value");
+    set_option(c, trim(line.substr(0, eq)), trim(line.substr(eq + 1)));
+  }
+}
+
+void read_config_file(Config& c, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("cannot read config file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  from_text(c, text.str());
+}
+
+std::string to_text(const Config& c) {
+  std::ostringstream out;
+  for (const Setting& s : settings()) {
+    if (std::string(s.name) == "prompt") continue;  // free text (may hold '#'): not stored
+    out << s.name << " = " << get_option(c, s.name) << "\n";
+  }
+  return out.str();
+}
+
+std::vector<std::string> model_keys() {
+  std::vector<std::string> k;
+  for (const Setting& s : settings())
+    if (s.model) k.push_back(s.name);
+  return k;
+}
+
+void Config::validate() const {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument(what);
+  };
+  need(vocab_size >= 256 && vocab_size <= (int64_t(1) << 31), "vocab_size must be in [256, 2^31] (byte tokens)");
+  need(n_layer >= 1 && n_head >= 1 && d_model >= 1, "n_layer, n_head and d_model must be positive");
+  need(d_model % n_head == 0 && head_dim() % 2 == 0, "d_model / n_head must be an even integer (rotary embeddings)");
+  need(seq_len >= 2 && batch_size >= 1 && steps >= 0 && warmup >= 0, "seq_len >= 2, batch_size >= 1, steps, warmup >= 0");
+  need(window >= 0, "window must be >= 0");
+  need(lr > 0 && min_lr >= 0 && min_lr <= lr, "need 0 <= min_lr <= lr, lr > 0");
+  need(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "beta1 and beta2 must be in [0, 1)");
+  need(grad_clip >= 0 && z_loss >= 0 && weight_decay >= 0, "grad_clip, z_loss and weight_decay must be >= 0");
+  need(eval_every >= 1 && eval_batches >= 1 && checkpoint_every >= 1, "eval_every, eval_batches, checkpoint_every >= 1");
+  need(threads >= 0, "threads must be >= 0");
+  need(temperature >= 0 && top_p > 0 && top_p <= 1 && top_k >= 0, "temperature >= 0, top_p in (0, 1], top_k >= 0");
+  need(num_samples >= 0 && max_new_tokens >= 0, "num_samples and max_new_tokens must be >= 0");
+}
+
+}  // namespace gpt

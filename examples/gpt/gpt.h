@@ -1,0 +1,24 @@
+// flambeau-gpt's subcommands (see main.cpp for the command line).
+#pragma once
+#include <string>
+
+#include "config.h"
+
+namespace gpt {
+
+// Trains from scratch, or from `resume_from` (a checkpoint path) when not empty.
+void train(const Config& c, const std::string& resume_from);
+// Mean validation loss of a checkpoint over the whole validation set.
+void evaluate(const Config& c, const std::string& checkpoint);
+// Prints c.num_samples fortunes sampled from a checkpoint.
+void sample(const Config& c, const std::string& checkpoint);
+// Loss and every gradient for the first training batch, with the weights and the batch,
+// into a safetensors file (the PyTorch reference model checks them).
+void dump_grads(const Config& c, const std::string& out);
+// Times training steps; prints one JSON line (tokens/s, ms per step, GFLOP/s).
+void bench(const Config& c);
+
+// The learning rate of step `step`: linear warmup, then cosine decay to min_lr.
+double learning_rate(const Config& c, int64_t step);
+
+}  // namespace gpt

@@ -1,0 +1,171 @@
+// Training, evaluation, the gradient dump for the PyTorch cross-check, and the step-time
+// benchmark of flambeau-gpt.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint.h"
+#include "data.h"
+#include "flambeau/autograd/node.h"
+#include "flambeau/core/parallel.h"
+#include "flambeau/io/safetensors.h"
+#include "flambeau/nn/clip_grad.h"
+#include "flambeau/ops/ops.h"
+#include "gpt.h"
+#include "model.h"
+#include "report.h"
+
+namespace gpt {
+using namespace flambeau;
+namespace fs = std::filesystem;
+
+double learning_rate(const Config& c, int64_t step) {
+  if (step < c.warmup) return c.lr * double(step + 1) / double(c.warmup);
+  const double span = double(std::max<int64_t>(1, c.steps - c.warmup));
+  const double t = std::min(1.0, double(step - c.warmup) / span);
+  return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * t));
+}
+
+namespace {
+
+optim::AdamW make_optimizer(const Config& c, Gpt& model) {
+  optim::AdamOptions o;
+  o.lr = c.lr, o.beta1 = c.beta1, o.beta2 = c.beta2, o.weight_decay = c.weight_decay;
+  return optim::AdamW(model.parameters(), o);
+}
+
+// Mean loss (no z-loss) over `batches` validation batches (all of them when <= 0).
+double validation_loss(Gpt& model, const TokenStream& val, const Config& c, int64_t batches) {
+  autograd::NoGradGuard no_grad;
+  const int64_t all = std::max<int64_t>(1, int64_t(val.tokens.size()) / (c.batch_size * c.seq_len));
+  const int64_t n = batches > 0 ? std::min(batches, all) : all;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const Batch b = eval_batch(val, c.batch_size, c.seq_len, i);
+    sum += model.loss(b.inputs, b.targets, b.doc_ids, 0.0).item<double>();
+  }
+  return sum / double(n);
+}
+
+void use_threads(const Config& c) {
+  if (c.threads > 0) set_num_threads(int(c.threads));
+}
+
+}  // namespace
+
+void train(const Config& c, const std::string& resume_from) {
+  use_threads(c);
+  fs::create_directories(c.out_dir);
+  const Corpus corpus = load_fortunes(c.data_dir);
+  const double unigram = unigram_entropy_nats(corpus.train);
+  std::fprintf(stderr, "corpus: %zu files, %lld train / %lld validation fortunes, %zu / %zu bytes\n",
+               corpus.files.size(), (long long)corpus.train.documents, (long long)corpus.val.documents,
+               corpus.train.tokens.size(), corpus.val.tokens.size());
+  auto model = std::make_shared<Gpt>(c);
+  optim::AdamW opt = make_optimizer(c, *model);
+  int64_t start = 0;
+  if (!resume_from.empty()) {
+    const Checkpoint ck = read_checkpoint(resume_from);
+    restore(ck, *model, &opt);
+    start = ck.step;
+    std::fprintf(stderr, "resumed from %s at step %lld\n", resume_from.c_str(), (long long)start);
+  }
+  int64_t n_params = 0;
+  for (const Tensor& p : model->parameters()) n_params += p.numel();
+  std::fprintf(stderr, "model: %lld parameters, %lld layers, d_model %lld, %lld heads, seq_len %lld; %lld threads\n",
+               (long long)n_params, (long long)c.n_layer, (long long)c.d_model, (long long)c.n_head,
+               (long long)c.seq_len, (long long)get_num_threads());
+
+  const std::string ckpt = c.out_dir + "/ckpt.safetensors", plot = c.out_dir + "/loss.svg";
+  Log log(c.out_dir + "/log.jsonl", start);
+  Progress progress(start, c.steps, c.eval_every);
+  const int64_t tokens_per_step = c.batch_size * c.seq_len;
+  for (int64_t step = start; step < c.steps; ++step) {
+    const double lr = learning_rate(c, step);
+    opt.set_lr(lr);
+    const Batch b = train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step);
+    const Tensor loss = model->loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
+    opt.zero_grad();
+    loss.backward();
+    if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model->parameters(), c.grad_clip);
+    opt.step();
+    const double value = loss.item<double>();
+    progress.update(step, value, lr, tokens_per_step);
+    log.write({step, value, -1, lr, progress.tokens_per_second()});
+    const bool last = step + 1 == c.steps;
+    if ((step + 1) % c.eval_every == 0 || last) {
+      const double v = validation_loss(*model, corpus.val, c, c.eval_batches);
+      log.write({step, -1, v, 0, 0});
+      char line[128];
+      std::snprintf(line, sizeof line, "step %lld: validation loss %.4f", (long long)(step + 1), v);
+      progress.note(line);
+    }
+    if ((step + 1) % c.checkpoint_every == 0 || last) save_checkpoint(ckpt, *model, &opt, step + 1);
+  }
+  progress.finish();
+  write_loss_svg(plot, log.records(), unigram);
+  const double val = validation_loss(*model, corpus.val, c, 0);
+  std::printf("validation loss %.4f nats/byte (byte-unigram entropy %.4f); checkpoint %s; plot %s\n", val, unigram,
+              ckpt.c_str(), plot.c_str());
+}
+
+void evaluate(const Config& c, const std::string& checkpoint) {
+  use_threads(c);
+  const Checkpoint ck = read_checkpoint(checkpoint);
+  Config mc = ck.config;
+  mc.batch_size = c.batch_size;
+  Gpt model(mc);
+  restore(ck, model, nullptr);
+  const Corpus corpus = load_fortunes(c.data_dir);
+  std::printf("step %lld: validation loss %.4f nats/byte, byte-unigram entropy %.4f\n", (long long)ck.step,
+              validation_loss(model, corpus.val, mc, 0), unigram_entropy_nats(corpus.train));
+}
+
+void dump_grads(const Config& c, const std::string& out) {
+  use_threads(c);
+  const Corpus corpus = load_fortunes(c.data_dir);
+  Gpt model(c);
+  const Batch b = train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, 0);
+  const Tensor loss = model.loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
+  loss.backward();
+  io::TensorList t{{"loss", loss.detach()}, {"inputs", b.inputs}, {"targets", b.targets}, {"doc_ids", b.doc_ids}};
+  for (const auto& [name, p] : model.named_parameters()) {
+    t.emplace_back("model." + name, p.detach());
+    t.emplace_back("grad." + name, p.grad());
+  }
+  io::save(t, out, {{"config", to_text(c)}});
+}
+
+void bench(const Config& c) {
+  use_threads(c);
+  auto model = std::make_shared<Gpt>(c);
+  optim::AdamW opt = make_optimizer(c, *model);
+  // Random tokens in one document per row (plain causal attention).
+  Generator gen(c.seed);
+  const Tensor inputs = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
+  const Tensor targets = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
+  const Tensor docs = zeros({c.batch_size, c.seq_len}, kInt64);
+  auto step = [&] {
+    const Tensor loss = model->loss(inputs, targets, docs, c.z_loss);
+    opt.zero_grad();
+    loss.backward();
+    if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model->parameters(), c.grad_clip);
+    opt.step();
+  };
+  step();  // warm-up (allocator cache, page faults)
+  const int64_t n = std::max<int64_t>(1, c.steps);
+  std::vector<double> times;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double flops = train_step_flops(c, c.batch_size, c.seq_len);
+  std::printf("{\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"threads\": %d}\n", median * 1e3,
+              double(c.batch_size * c.seq_len) / median, flops / median / 1e9, get_num_threads());
+}
+
+}  // namespace gpt

@@ -1,0 +1,34 @@
+// Gradient clipping by total norm and by value, without recording autograd history.
+#include "flambeau/nn/clip_grad.h"
+
+#include "flambeau/autograd/node.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau::nn::utils {
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type) {
+  autograd::NoGradGuard no_grad;
+  std::vector<Tensor> norms;
+  for (const Tensor& p : parameters)
+    if (p.grad().defined()) norms.push_back(norm(p.grad(), norm_type));
+  if (norms.empty()) return scalar_tensor(0.0, kFloat32);
+  const Tensor total = norm(stack(norms), norm_type);
+  const Tensor coef = div(full_like(total, max_norm), total + 1e-6).clamp({}, scalar_tensor(1.0, total.dtype()));
+  for (const Tensor& p : parameters)
+    if (p.grad().defined()) {
+      Tensor g = p.grad();
+      g.mul_(coef.to(g.dtype()));
+    }
+  return total;
+}
+
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value) {
+  autograd::NoGradGuard no_grad;
+  for (const Tensor& p : parameters)
+    if (p.grad().defined()) {
+      Tensor g = p.grad();
+      g.clamp_(-clip_value, clip_value);
+    }
+}
+
+}  // namespace flambeau::nn::utils
