@@ -25,7 +25,7 @@ const std::vector<Setting>& settings() {
       {"n_head", &Config::n_head, true},         {"d_model", &Config::d_model, true},
       {"seq_len", &Config::seq_len, true},       {"window", &Config::window, true},
       {"rope_theta", &Config::rope_theta, true}, {"batch_size", &Config::batch_size, false},
-      {"steps", &Config::steps, false},          {"warmup", &Config::warmup, false},
+      {"steps", &Config::steps, false},          {"stop_at", &Config::stop_at, false},          {"warmup", &Config::warmup, false},
       {"lr", &Config::lr, false},                {"min_lr", &Config::min_lr, false},
       {"weight_decay", &Config::weight_decay, false}, {"beta1", &Config::beta1, false},
       {"beta2", &Config::beta2, false},          {"grad_clip", &Config::grad_clip, false},
@@ -112,7 +112,8 @@ void read_config_file(Config& c, const std::string& path) {
 std::string to_text(const Config& c) {
   std::ostringstream out;
   for (const Setting& s : settings()) {
-    if (std::string(s.name) == "prompt") continue;  // free text (may hold '#'): not stored
+    // prompt: free text (may hold '#'); stop_at: for this run only
+    if (std::string(s.name) == "prompt" || std::string(s.name) == "stop_at") continue;
     out << s.name << " = " << get_option(c, s.name) << "\n";
   }
   return out.str();
@@ -133,7 +134,7 @@ void Config::validate() const {
   need(n_layer >= 1 && n_head >= 1 && d_model >= 1, "n_layer, n_head and d_model must be positive");
   need(d_model % n_head == 0 && head_dim() % 2 == 0, "d_model / n_head must be an even integer (rotary embeddings)");
   need(seq_len >= 2 && batch_size >= 1 && steps >= 0 && warmup >= 0, "seq_len >= 2, batch_size >= 1, steps, warmup >= 0");
-  need(window >= 0, "window must be >= 0");
+  need(window >= 0 && stop_at >= 0, "window and stop_at must be >= 0");
   need(lr > 0 && min_lr >= 0 && min_lr <= lr, "need 0 <= min_lr <= lr, lr > 0");
   need(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, "beta1 and beta2 must be in [0, 1)");
   need(grad_clip >= 0 && z_loss >= 0 && weight_decay >= 0, "grad_clip, z_loss and weight_decay must be >= 0");

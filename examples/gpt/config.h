@@ -15,6 +15,7 @@ struct Config {
   double rope_theta = 10000;
   // training
   int64_t batch_size = 16, steps = 1000, warmup = 50;
+  int64_t stop_at = 0;  // end this run after that many steps (0: steps); not stored
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, grad_clip = 1.0;
   double z_loss = 1e-4;
   uint64_t seed = 1337;

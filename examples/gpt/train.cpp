@@ -8,6 +8,7 @@
 #include "checkpoint.h"
 #include "data.h"
 #include "flambeau/autograd/node.h"
+#include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/io/safetensors.h"
 #include "flambeau/nn/clip_grad.h"
@@ -59,6 +60,7 @@ void train(const Config& c, const std::string& resume_from) {
   fs::create_directories(c.out_dir);
   const Corpus corpus = load_fortunes(c.data_dir);
   const double unigram = unigram_entropy_nats(corpus.train);
+  manual_seed(c.seed);  // the default generator's state is part of the checkpoint
   std::fprintf(stderr, "corpus: %zu files, %lld train / %lld validation fortunes, %zu / %zu bytes\n",
                corpus.files.size(), (long long)corpus.train.documents, (long long)corpus.val.documents,
                corpus.train.tokens.size(), corpus.val.tokens.size());
@@ -79,9 +81,10 @@ void train(const Config& c, const std::string& resume_from) {
 
   const std::string ckpt = c.out_dir + "/ckpt.safetensors", plot = c.out_dir + "/loss.svg";
   Log log(c.out_dir + "/log.jsonl", start);
-  Progress progress(start, c.steps, c.eval_every);
+  const int64_t end = c.stop_at > 0 ? std::min(c.stop_at, c.steps) : c.steps;
+  Progress progress(start, end, c.eval_every);
   const int64_t tokens_per_step = c.batch_size * c.seq_len;
-  for (int64_t step = start; step < c.steps; ++step) {
+  for (int64_t step = start; step < end; ++step) {
     const double lr = learning_rate(c, step);
     opt.set_lr(lr);
     const Batch b = train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step);
@@ -93,7 +96,7 @@ void train(const Config& c, const std::string& resume_from) {
     const double value = loss.item<double>();
     progress.update(step, value, lr, tokens_per_step);
     log.write({step, value, -1, lr, progress.tokens_per_second()});
-    const bool last = step + 1 == c.steps;
+    const bool last = step + 1 == end;
     if ((step + 1) % c.eval_every == 0 || last) {
       const double v = validation_loss(*model, corpus.val, c, c.eval_batches);
       log.write({step, -1, v, 0, 0});

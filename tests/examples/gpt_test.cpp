@@ -1,0 +1,132 @@
+// flambeau-gpt: settings round trip, the fortunes loader and batches, the schedule, the
+// document mask (packed documents give what each gives alone), and resume: N steps, a
+// checkpoint, M more (on another thread count) equal N + M uninterrupted steps bitwise.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "flambeau/core/parallel.h"
+#include "flambeau/io/safetensors.h"
+#include "gpt/checkpoint.h"
+#include "gpt/config.h"
+#include "gpt/data.h"
+#include "gpt/gpt.h"
+#include "gpt/model.h"
+#include "test_util.h"
+
+using namespace flambeau;
+using flambeau::testing::all_close;
+using flambeau::testing::values;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A directory with two fortune files (and a .dat file the loader must skip).
+fs::path make_corpus() {
+  const fs::path dir = fs::temp_directory_path() / ("flb_gpt_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream a(dir / "alpha"), b(dir / "beta"), dat(dir / "alpha.dat");
+  for (int i = 0; i < 30; ++i) a << "Fortune number " << i << " of alpha.\n  -- someone\n%\n";
+  for (int i = 0; i < 12; ++i) b << "A beta saying, " << i << ".\n%\n";
+  dat << "binary";
+  return dir;
+}
+
+gpt::Config tiny(const fs::path& data, const fs::path& out) {
+  gpt::Config c;
+  c.n_layer = 2, c.n_head = 2, c.d_model = 32, c.seq_len = 32, c.batch_size = 2;
+  c.steps = 6, c.warmup = 2, c.eval_every = 3, c.eval_batches = 1, c.checkpoint_every = 100;
+  c.data_dir = data.string(), c.out_dir = out.string();
+  return c;
+}
+
+}  // namespace
+
+TEST(Gpt, SettingsRoundTripAndChecks) {
+  gpt::Config c;
+  gpt::set_option(c, "lr", "0.001");
+  gpt::set_option(c, "out_dir", "x/y");
+  gpt::set_option(c, "n_layer", "3");
+  gpt::Config d;
+  gpt::from_text(d, gpt::to_text(c) + "# a comment\n\n");
+  EXPECT_EQ(gpt::to_text(c), gpt::to_text(d));
+  EXPECT_EQ(d.lr, 0.001);
+  EXPECT_EQ(d.n_layer, 3);
+  EXPECT_EQ(d.out_dir, "x/y");
+  EXPECT_THROW(gpt::set_option(c, "nope", "1"), std::invalid_argument);
+  EXPECT_THROW(gpt::set_option(c, "n_layer", "3x"), std::invalid_argument);
+  c.n_head = 3;  // 256 % 3 != 0
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+TEST(Gpt, FortunesSplitAndBatches) {
+  const fs::path dir = make_corpus();
+  const gpt::Corpus corpus = gpt::load_fortunes(dir.string());
+  EXPECT_EQ(corpus.files, (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(corpus.train.documents + corpus.val.documents, 42);
+  EXPECT_EQ(corpus.val.documents, 2);  // fortunes 20 and 40
+  EXPECT_EQ(corpus.train.tokens[0], gpt::kDocStart);
+  EXPECT_EQ(std::string(corpus.train.tokens.begin() + 1, corpus.train.tokens.begin() + 18), "Fortune number 0 ");
+  const gpt::Batch b = gpt::train_batch(corpus.train, 3, 16, 7, 5);
+  const gpt::Batch again = gpt::train_batch(corpus.train, 3, 16, 7, 5);
+  EXPECT_TRUE(flambeau::testing::bitwise_equal(b.inputs, again.inputs));
+  // Targets are the inputs shifted by one.
+  EXPECT_TRUE(flambeau::testing::bitwise_equal(b.inputs.narrow(1, 1, 15), b.targets.narrow(1, 0, 15)));
+  EXPECT_GT(gpt::unigram_entropy_nats(corpus.train), 2.0);
+  fs::remove_all(dir);
+}
+
+TEST(Gpt, LearningRateWarmsUpThenDecays) {
+  gpt::Config c;
+  c.lr = 1e-3, c.min_lr = 1e-4, c.warmup = 10, c.steps = 110;
+  EXPECT_DOUBLE_EQ(gpt::learning_rate(c, 0), 1e-4);
+  EXPECT_DOUBLE_EQ(gpt::learning_rate(c, 9), 1e-3);
+  EXPECT_DOUBLE_EQ(gpt::learning_rate(c, 10), 1e-3);
+  EXPECT_NEAR(gpt::learning_rate(c, 60), 5.5e-4, 1e-12);
+  EXPECT_DOUBLE_EQ(gpt::learning_rate(c, 110), 1e-4);
+}
+
+TEST(Gpt, PackedDocumentsSeeOnlyThemselves) {
+  gpt::Config c = tiny("", "");
+  gpt::Gpt model(c);
+  Generator gen(3);
+  const Tensor a = randint(1, 256, {1, 10}, kInt64, gen), b = randint(1, 256, {1, 22}, kInt64, gen);
+  const Tensor packed = cat({a, b}, 1);
+  const Tensor docs = cat({zeros({1, 10}, kInt64), ones({1, 22}, kInt64)}, 1);
+  const Tensor h = model.hidden(packed, docs);
+  const Tensor ha = model.hidden(a, zeros({1, 10}, kInt64)), hb = model.hidden(b, zeros({1, 22}, kInt64));
+  // Rotary embeddings are relative, so each document's states do not depend on where it sits.
+  EXPECT_TRUE(all_close(values(h.narrow(1, 0, 10)), values(ha), 1e-4, 1e-5));
+  EXPECT_TRUE(all_close(values(h.narrow(1, 10, 22)), values(hb), 1e-4, 1e-5));
+}
+
+TEST(Gpt, ResumeEqualsUninterruptedBitwise) {
+  const fs::path data = make_corpus();
+  const fs::path straight = data / "straight", split = data / "split";
+  const int threads = get_num_threads();
+  gpt::train(tiny(data, straight), "");
+  gpt::Config first = tiny(data, split);
+  first.stop_at = 3;
+  gpt::train(first, "");
+  gpt::Config rest = tiny(data, split);
+  rest.threads = threads > 1 ? 1 : 2;
+  const std::string ckpt = (split / "ckpt.safetensors").string();
+  EXPECT_EQ(gpt::read_checkpoint(ckpt).step, 3);
+  gpt::train(rest, ckpt);
+  set_num_threads(threads);
+  const auto a = io::load((straight / "ckpt.safetensors").string()), b = io::load(ckpt);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(flambeau::testing::bitwise_equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  // The log holds every step once, and the plot was written.
+  std::ifstream log(split / "log.jsonl");
+  int lines = 0;
+  for (std::string l; std::getline(log, l);) ++lines;
+  EXPECT_EQ(lines, 6 + 2);  // 6 steps, 2 validations
+  EXPECT_TRUE(fs::exists(split / "loss.svg"));
+  fs::remove_all(data);
+}
