@@ -59,5 +59,6 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_optim(nb::module_& m);
 void bind_nn(nb::module_& m);
 void bind_io(nb::module_& m);
+void bind_flex(nb::module_& m);
 
 }  // namespace flambeau::python

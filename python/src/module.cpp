@@ -111,4 +111,5 @@ NB_MODULE(_C, m) {
   bind_optim(m);
   bind_nn(m);
   bind_io(m);
+  bind_flex(m);
 }

@@ -45,12 +45,15 @@ void FunctionNode::release_saved() {
 
 void record(const char* name, std::initializer_list<Tensor*> outputs, std::initializer_list<const Tensor*> inputs,
             std::vector<Tensor> saved, BackwardFn fn) {
+  record_many(name, std::vector<Tensor*>(outputs), std::vector<const Tensor*>(inputs), std::move(saved), std::move(fn));
+}
+
+void record_many(const char* name, const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins,
+                 std::vector<Tensor> saved, BackwardFn fn) {
   if (!grad_mode_enabled()) return;
   bool any = false;
-  for (const Tensor* in : inputs) any = any || (in && requires_grad(*in));
+  for (const Tensor* in : ins) any = any || (in && requires_grad(*in));
   if (!any) return;
-  const std::vector<const Tensor*> ins(inputs);
-  const std::vector<Tensor*> outs(outputs);
   auto node = std::make_shared<FunctionNode>(name, std::move(fn), std::move(saved), ins, outs);
   set_history(outs, node, ins);
 }

@@ -35,6 +35,10 @@ class FunctionNode : public Node {
 void record(const char* name, std::initializer_list<Tensor*> outputs, std::initializer_list<const Tensor*> inputs,
             std::vector<Tensor> saved, BackwardFn fn);
 
+// record() for a number of inputs known only at run time.
+void record_many(const char* name, const std::vector<Tensor*>& outputs, const std::vector<const Tensor*>& inputs,
+                 std::vector<Tensor> saved, BackwardFn fn);
+
 // g summed over the dims where it was broadcast from `shape`.
 Tensor sum_to(const Tensor& g, const Dims& shape);
 
