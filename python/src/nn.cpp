@@ -1,5 +1,5 @@
 // flambeau._C._nn: the C++ nn::functional (fused layer_norm / rms_norm, linear, dropout,
-// losses) and nn::init, wrapped by flambeau.nn.functional and flambeau.nn.init.
+// losses, the fused linear_cross_entropy) and nn::init, wrapped by flambeau.nn.functional and flambeau.nn.init.
 #include "bindings.h"
 
 namespace flambeau::python {
@@ -36,6 +36,12 @@ void bind_nn(nb::module_& m) {
          release_gil());
   nm.def("cross_entropy", &F::cross_entropy, "input"_a, "target"_a, "weight"_a = nb::none(), "ignore_index"_a = -100,
          "reduction"_a = "mean", "label_smoothing"_a = 0.0, release_gil());
+  nm.def("linear_cross_entropy", &F::linear_cross_entropy, "input"_a, "linear_weight"_a, "target"_a,
+         "linear_bias"_a = nb::none(), "weight"_a = nb::none(), "reduction"_a = "mean", "ignore_index"_a = -100,
+         "label_smoothing"_a = 0.0, "z_loss"_a = 0.0, "chunk_size"_a = nb::none(), release_gil());
+  nm.def("linear_cross_entropy_reference", &F::linear_cross_entropy_reference, "input"_a, "linear_weight"_a,
+         "target"_a, "linear_bias"_a = nb::none(), "weight"_a = nb::none(), "reduction"_a = "mean",
+         "ignore_index"_a = -100, "label_smoothing"_a = 0.0, "z_loss"_a = 0.0, release_gil());
   nm.def("nll_loss", &F::nll_loss, "input"_a, "target"_a, "weight"_a = nb::none(), "ignore_index"_a = -100,
          "reduction"_a = "mean", release_gil());
   nm.def("mse_loss", &F::mse_loss, "input"_a, "target"_a, "reduction"_a = "mean", release_gil());

@@ -77,6 +77,18 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return _C._nn.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
 
 
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=-100, label_smoothing=0.0, z_loss=0.0, chunk_size=None):
+    """cross_entropy(linear(input, linear_weight, linear_bias), target, ...) + z_loss * logsumexp^2
+    per counted row, as torch 2.13's F.linear_cross_entropy but fused by default: rows are
+    processed chunk_size at a time (chosen from the sizes and the cache when None) and the
+    [N, C] logits never exist. ignore_index=None means -100 (as torch). z_loss is not
+    weighted by the class weights; 'mean' divides it by the cross-entropy's normaliser."""
+    return _C._nn.linear_cross_entropy(input, linear_weight, target, linear_bias, weight, reduction,
+                                       -100 if ignore_index is None else ignore_index, label_smoothing, z_loss,
+                                       chunk_size)
+
+
 def mse_loss(input, target, reduction="mean"):
     return _C._nn.mse_loss(input, target, reduction)
 

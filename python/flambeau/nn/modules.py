@@ -306,6 +306,40 @@ class Embedding(Module):
         return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
+class LinearCrossEntropyLoss(Module):
+    """torch 2.13's nn.LinearCrossEntropyLoss (plus z_loss): owns `linear` (in_features ->
+    num_classes) and applies F.linear_cross_entropy (fused, chunked) with its options. Tie it
+    to an embedding by sharing the parameter: `loss.linear.weight = emb.weight`."""
+
+    def __init__(self, in_features, num_classes, *, bias=False, dtype=None, reduction="mean", weight=None,
+                 ignore_index=-100, label_smoothing=0.0, z_loss=0.0, chunk_size=None):
+        super().__init__()
+        if reduction not in ("mean", "sum", "none"):
+            raise ValueError(f"[LinearCrossEntropyLoss] reduction must be 'mean', 'sum' or 'none', got '{reduction}'")
+        if not 0.0 <= label_smoothing <= 1.0:
+            raise ValueError(f"[LinearCrossEntropyLoss] label_smoothing must be between 0.0 and 1.0, got "
+                             f"{label_smoothing}")
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise ValueError(f"[LinearCrossEntropyLoss] expected weight of shape ({num_classes},), got "
+                             f"{tuple(weight.shape)}")
+        self.num_classes = num_classes
+        self.reduction, self.ignore_index = reduction, -100 if ignore_index is None else ignore_index
+        self.label_smoothing, self.z_loss, self.chunk_size = label_smoothing, z_loss, chunk_size
+        self.linear = Linear(in_features, num_classes, bias=bias, dtype=dtype)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):
+        return F.linear_cross_entropy(input, self.linear.weight, target, linear_bias=self.linear.bias,
+                                      weight=self.weight, reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, z_loss=self.z_loss,
+                                      chunk_size=self.chunk_size)
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"bias={self.linear.bias is not None}, reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, z_loss={self.z_loss}")
+
+
 class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
         super().__init__()

@@ -32,8 +32,19 @@ Tensor SavedTensor::unpack(const Node& owner) const {
   return data_;
 }
 
+// Whether `g`, the first gradient of `leaf`, can become leaf.grad without a copy: nothing
+// else holds it or its storage, and it is a plain contiguous tensor of the leaf's shape and
+// dtype without history (as torch's AccumulateGrad, which "steals" such gradients). Saves
+// a parameter-sized copy, e.g. the [V, D] weight gradient of linear_cross_entropy.
+static bool can_adopt(const Tensor& g, const Tensor& leaf) {
+  const TensorImpl* i = g.impl();
+  return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !i->view_base && !i->autograd &&
+         g.dtype() == leaf.dtype() && g.sizes() == leaf.sizes() && g.is_contiguous() && g.storage_offset() == 0 &&
+         g.device() == leaf.device();
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
-  Tensor g = grads.empty() ? Tensor() : grads[0];
+  Tensor g = grads.empty() ? Tensor() : std::move(grads[0]);
   if (!g.defined()) return {};
   AutogradMeta& m = meta_of(leaf_);
   for (const TensorHook& hook : m.hooks) {
@@ -41,7 +52,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     if (r.defined()) g = r;
   }
   NoGradGuard no_grad;
-  if (!m.grad.defined()) m.grad = g.to(leaf_.dtype()).clone();  // owned: later steps add into it
+  if (!m.grad.defined()) m.grad = can_adopt(g, leaf_) ? std::move(g) : g.to(leaf_.dtype()).clone();  // owned
   else m.grad.add_(g);
   for (auto& hook : m.post_accumulate_hooks) hook(leaf_);
   return {};

@@ -7,6 +7,7 @@
 #include "flambeau/core/generator.h"
 #include "flambeau/core/tensor.h"
 #include "flambeau/nn/attention.h"
+#include "flambeau/nn/linear_cross_entropy.h"  // linear_cross_entropy (fused LM head + loss)
 
 namespace flambeau::nn::functional {
 

@@ -49,6 +49,33 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, DType
 
 Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
 
+LinearCrossEntropyLoss::LinearCrossEntropyLoss(int64_t in, int64_t classes, bool with_bias, DType dtype,
+                                               std::string reduction_, std::optional<Tensor> weight_,
+                                               int64_t ignore_index_, double label_smoothing_, double z_loss_)
+    : Module("LinearCrossEntropyLoss"),
+      num_classes(classes),
+      reduction(std::move(reduction_)),
+      ignore_index(ignore_index_),
+      label_smoothing(label_smoothing_),
+      z_loss(z_loss_) {
+  const char* op = "LinearCrossEntropyLoss";
+  FLB_CHECK(reduction == "mean" || reduction == "sum" || reduction == "none", ValueError, "[", op,
+            "] reduction must be 'mean', 'sum' or 'none', got '", reduction, "'");
+  FLB_CHECK(label_smoothing >= 0 && label_smoothing <= 1, ValueError, "[", op,
+            "] label_smoothing must be between 0.0 and 1.0, got ", label_smoothing);
+  FLB_CHECK(std::isfinite(z_loss) && z_loss >= 0, ValueError, "[", op, "] z_loss must be finite and >= 0, got ", z_loss);
+  FLB_CHECK(!weight_ || weight_->sizes() == Dims{classes}, ValueError, "[", op, "] expected weight of shape [", classes,
+            "], got ", shape_str(weight_ ? weight_->sizes() : Dims{}));
+  linear = register_module("linear", std::make_shared<Linear>(in, classes, with_bias, dtype));
+  if (weight_) weight = register_buffer("weight", *weight_);
+}
+
+Tensor LinearCrossEntropyLoss::forward(const Tensor& input, const Tensor& target) {
+  auto opt = [](const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; };
+  return functional::linear_cross_entropy(input, linear->weight, target, opt(linear->bias), opt(weight), reduction,
+                                          ignore_index, label_smoothing, z_loss, chunk_size);
+}
+
 LayerNorm::LayerNorm(Dims shape, double eps_, bool elementwise_affine, bool with_bias, DType dtype)
     : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_) {
   weight = register_parameter("weight", elementwise_affine ? ones(normalized_shape, dtype) : Tensor());

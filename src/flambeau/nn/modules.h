@@ -33,6 +33,29 @@ class Embedding : public Module {
   Tensor weight;
 };
 
+// PyTorch 2.13's LinearCrossEntropyLoss: owns `linear` (in_features -> num_classes, no bias
+// unless asked) and computes functional::linear_cross_entropy(input, linear->weight,
+// target, ...) with its options: the fused head + loss that never builds the logits. The
+// class weights are the buffer "weight". Tie the head to an Embedding by sharing the
+// parameter (linear->register_parameter("weight", emb->weight); linear->weight = emb->weight).
+class LinearCrossEntropyLoss : public Module {
+ public:
+  LinearCrossEntropyLoss(int64_t in_features, int64_t num_classes, bool bias = false, DType dtype = kFloat32,
+                         std::string reduction = "mean", std::optional<Tensor> weight = {},
+                         int64_t ignore_index = -100, double label_smoothing = 0.0, double z_loss = 0.0);
+  using Module::forward;
+  using Module::operator();
+  Tensor forward(const Tensor& input, const Tensor& target);
+  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  std::shared_ptr<Linear> linear;
+  int64_t num_classes;
+  std::string reduction;
+  Tensor weight;  // [num_classes] class weights, or undefined
+  int64_t ignore_index;
+  double label_smoothing, z_loss;
+  std::optional<int64_t> chunk_size;  // rows per chunk; automatic when unset
+};
+
 // functional::layer_norm with weight (ones) and bias (zeros) when elementwise_affine.
 class LayerNorm : public Module {
  public:
