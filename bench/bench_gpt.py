@@ -1,0 +1,115 @@
+"""flambeau-gpt's training speed against the same model in PyTorch 2.13 (bench/gpt_reference.py),
+2 threads, in one run: training tokens/s of the default config (random tokens, one
+document per row, so PyTorch's SDPA takes its causal fast path), PyTorch eager and, if it
+works here, torch.compile; then the step time of a GPT-2 124M-sized configuration (12
+layers, d_model 768, 12 heads, vocabulary 50257; B=4, T=64) with its GFLOP/s next to the
+machine's float32 GEMM rate (torch.mm 2048^3, 2 threads).
+
+flambeau runs as `flambeau-gpt bench` (AdamW step and gradient clipping included, as in
+the PyTorch loop); rounds alternate between the two, medians.
+Usage: .venv/bin/python bench/bench_gpt.py [steps] [rounds]"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import gpt_reference  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+GPT = os.environ.get("FLAMBEAU_GPT", os.path.join(ROOT, "build", "release", "flambeau-gpt"))
+DEFAULT = dict(vocab_size=256, n_layer=4, n_head=4, d_model=256, seq_len=256, window=0, rope_theta=10000.0,
+               batch_size=16, z_loss=1e-4)
+
+
+def flambeau_step(cfg, steps):
+    args = [GPT, "bench", "--steps", str(steps), "--threads", "2"]
+    for k in ("vocab_size", "n_layer", "n_head", "d_model", "seq_len", "batch_size", "z_loss"):
+        args += [f"--{k}", str(cfg[k])]
+    out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["step_ms"] / 1e3
+
+
+def torch_stepper(cfg, compiled=False):
+    torch.manual_seed(0)
+    model = gpt_reference.Gpt(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    B, T = cfg["batch_size"], cfg["seq_len"]
+    x = torch.randint(0, cfg["vocab_size"], (B, T))
+    y = torch.randint(0, cfg["vocab_size"], (B, T))
+    docs = torch.zeros(B, T, dtype=torch.long)
+    loss_fn = torch.compile(model.loss) if compiled else model.loss
+
+    def step():
+        loss = loss_fn(x, y, docs, cfg["z_loss"])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    return step
+
+
+def torch_step(step, steps):
+    step()
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def flops(cfg):
+    d, h, L, V, T = cfg["d_model"], (cfg["d_model"] * 8 // 3 + 63) // 64 * 64, cfg["n_layer"], cfg["vocab_size"], cfg["seq_len"]
+    weights = L * (4 * d * d + 3 * d * h) + V * d
+    return 3 * (2 * weights + L * 4 * T * d) * cfg["batch_size"] * T
+
+
+def gemm_gflops():
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    torch.mm(a, b)
+    t = min(timeit_once(lambda: torch.mm(a, b)) for _ in range(5))
+    return 2 * 2048**3 / t / 1e9
+
+
+def timeit_once(f):
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def main(steps=5, rounds=2):
+    torch.set_num_threads(2)
+    tokens = DEFAULT["batch_size"] * DEFAULT["seq_len"]
+    eager = torch_stepper(DEFAULT)
+    fl_t, th_t = [], []
+    for _ in range(rounds):
+        th_t.append(torch_step(eager, steps))
+        fl_t.append(flambeau_step(DEFAULT, steps))
+    fl, th = statistics.median(fl_t), statistics.median(th_t)
+    try:
+        comp = torch_step(torch_stepper(DEFAULT, compiled=True), steps)
+        comp_text = f"{tokens / comp:.0f} tok/s ({comp * 1e3:.0f} ms/step)"
+    except Exception as e:  # noqa: BLE001 - report why compile is unavailable
+        comp, comp_text = None, f"n/a ({type(e).__name__})"
+    print(f"threads 2; default config {DEFAULT}; {steps} steps x {rounds} rounds, medians")
+    print("| case | flambeau | PyTorch eager | torch.compile | ratio (eager / flambeau) |")
+    print("|---|---|---|---|---|")
+    print(f"| train tokens/s, default config (B=16, T=256) | {tokens / fl:.0f} tok/s ({fl * 1e3:.0f} ms/step) | "
+          f"{tokens / th:.0f} tok/s ({th * 1e3:.0f} ms/step) | {comp_text} | {th / fl:.2f}x |")
+    big = dict(DEFAULT, vocab_size=50257, n_layer=12, n_head=12, d_model=768, seq_len=64, batch_size=4)
+    fl_big = flambeau_step(big, max(2, steps // 2))
+    th_big = torch_step(torch_stepper(big), max(2, steps // 2))
+    peak = gemm_gflops()
+    f = flops(big)
+    print(f"| GPT-2 124M-sized step (B=4, T=64) | {fl_big * 1e3:.0f} ms, {f / fl_big / 1e9:.1f} GFLOP/s | "
+          f"{th_big * 1e3:.0f} ms, {f / th_big / 1e9:.1f} GFLOP/s | | {th_big / fl_big:.2f}x |")
+    print(f"machine: torch.mm 2048^3 float32 on 2 threads = {peak:.1f} GFLOP/s (the practical peak)")
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:]))
