@@ -3,7 +3,9 @@
 
 #include <cmath>
 
+#include "flambeau/autograd/function.h"
 #include "flambeau/autograd/node.h"
+#include "flambeau/core/parallel.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/init.h"
 #include "flambeau/ops/ops.h"
@@ -61,11 +63,46 @@ void Gpt::init_weights(uint64_t seed) {
   }
 }
 
+namespace {
+
+// (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) over the two halves of the last dim of x
+// [B, H, T, D] (any strides), rows t of cos/sin [T, D/2], into a new contiguous tensor.
+// sign -1 applies the inverse rotation, which is also the transpose: the backward.
+Tensor rotate_halves(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign) {
+  const int64_t H = x.size(1), T = x.size(2), half = x.size(3) / 2;
+  Tensor out = empty(x.sizes(), kFloat32);
+  const float *src = x.data<float>(), *c = cos.data<float>(), *s = sin.data<float>();
+  float* dst = out.data<float>();
+  const Dims st = x.strides();
+  parallel_for(0, x.size(0) * H * T, 64, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t t = r % T, h = r / T % H, b = r / T / H;
+      const float* in = src + b * st[0] + h * st[1] + t * st[2];
+      const float *cr = c + t * half, *sr = s + t * half;
+      float* o = dst + r * 2 * half;
+      for (int64_t i = 0; i < half; ++i) {
+        const float x1 = in[i * st[3]], x2 = in[(half + i) * st[3]];
+        o[i] = x1 * cr[i] - sign * (x2 * sr[i]);
+        o[half + i] = x2 * cr[i] + sign * (x1 * sr[i]);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+// One fused op (forward and backward) instead of six elementwise ops and a cat.
 Tensor Gpt::rope(const Tensor& x, int64_t pos0) const {
-  const int64_t T = x.size(2), half = x.size(3) / 2;
+  FLB_CHECK(x.dtype() == kFloat32 && x.dim() == 4, TypeError, "[gpt.rope] expects float32 [B, H, T, D]");
+  const int64_t T = x.size(2);
   const Tensor c = cos_.narrow(0, pos0, T), s = sin_.narrow(0, pos0, T);
-  const Tensor x1 = x.narrow(3, 0, half), x2 = x.narrow(3, half, half);
-  return cat({x1 * c - x2 * s, x2 * c + x1 * s}, 3);
+  Tensor out = rotate_halves(x, c, s, 1.0f);
+  autograd::record("RotaryEmbeddingBackward", {&out}, {&x}, {},
+                   [c, s](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+                     return std::vector<Tensor>{rotate_halves(g[0], c, s, -1.0f)};
+                   });
+  return out;
 }
 
 Tensor Gpt::mlp(const Block& b, const Tensor& h) const {

@@ -143,5 +143,14 @@ TEST(Matmul, SameBitsWithOneAndTwoThreads) {
   set_num_threads(saved);
 }
 
+// OpenMP OpenBLAS's openblas_set_num_threads(1) lowers omp_get_max_threads() for the
+// process; flambeau's default thread count (never set) must not follow it down.
+TEST(Matmul, DefaultThreadCountSurvivesBlas) {
+  const int before = get_num_threads();
+  const Tensor a = ones({64, 64}, kFloat32), b = ones({64, 64}, kFloat32);
+  EXPECT_FLOAT_EQ(mm(a, b).sum().item<float>(), 64.0f * 64 * 64);
+  EXPECT_EQ(get_num_threads(), before);
+}
+
 }  // namespace
 }  // namespace flambeau::testing

@@ -12,7 +12,16 @@
 namespace flambeau {
 namespace {
 std::atomic<int> g_num_threads{0};  // 0: not set, use OpenMP's default
+
+// OpenMP's default team size, read when the library loads: later calls can lower
+// omp_get_max_threads() for the whole process (OpenMP OpenBLAS's
+// openblas_set_num_threads(1), which matmul makes, calls omp_set_num_threads(1)).
+int default_threads() {
+  static const int n = omp_get_max_threads();
+  return n;
 }
+[[maybe_unused]] const int g_default_read_at_load = default_threads();
+}  // namespace
 
 void set_num_threads(int n) {
   FLB_CHECK(n > 0, ValueError, "[set_num_threads] expected a positive thread count, got ", n);
@@ -22,7 +31,7 @@ void set_num_threads(int n) {
 
 int get_num_threads() {
   int n = g_num_threads.load(std::memory_order_relaxed);
-  return n > 0 ? n : omp_get_max_threads();
+  return n > 0 ? n : default_threads();
 }
 
 bool in_parallel_region() { return omp_in_parallel(); }
