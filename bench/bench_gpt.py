@@ -1,5 +1,5 @@
 """flambeau-gpt's training speed against the same model in PyTorch 2.13 (bench/gpt_reference.py),
-2 threads, in one run: training tokens/s of the default config (random tokens, one
+2 threads, in one run: training tokens/s of the main job's config (examples/gpt/fortunes.conf) (random tokens, one
 document per row, so PyTorch's SDPA takes its causal fast path), PyTorch eager and, if it
 works here, torch.compile; then the step time of a GPT-2 124M-sized configuration (12
 layers, d_model 768, 12 heads, vocabulary 50257; B=4, T=64) with its GFLOP/s next to the
@@ -22,8 +22,12 @@ import gpt_reference  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 GPT = os.environ.get("FLAMBEAU_GPT", os.path.join(ROOT, "build", "release", "flambeau-gpt"))
+# The main job's model and batch (examples/gpt/fortunes.conf; the rest are flambeau-gpt's defaults).
+with open(os.path.join(ROOT, "examples", "gpt", "fortunes.conf")) as f:
+    _conf = gpt_reference.parse_config(f.read())
 DEFAULT = dict(vocab_size=256, n_layer=4, n_head=4, d_model=256, seq_len=256, window=0, rope_theta=10000.0,
                batch_size=16, z_loss=1e-4)
+DEFAULT.update({k: v for k, v in _conf.items() if k in DEFAULT})
 
 
 def flambeau_step(cfg, steps):
@@ -99,7 +103,7 @@ def main(steps=5, rounds=2):
     print(f"threads 2; default config {DEFAULT}; {steps} steps x {rounds} rounds, medians")
     print("| case | flambeau | PyTorch eager | torch.compile | ratio (eager / flambeau) |")
     print("|---|---|---|---|---|")
-    print(f"| train tokens/s, default config (B=16, T=256) | {tokens / fl:.0f} tok/s ({fl * 1e3:.0f} ms/step) | "
+    print(f"| train tokens/s, main-job config (B={DEFAULT['batch_size']}, T={DEFAULT['seq_len']}) | {tokens / fl:.0f} tok/s ({fl * 1e3:.0f} ms/step) | "
           f"{tokens / th:.0f} tok/s ({th * 1e3:.0f} ms/step) | {comp_text} | {th / fl:.2f}x |")
     big = dict(DEFAULT, vocab_size=50257, n_layer=12, n_head=12, d_model=768, seq_len=64, batch_size=4)
     fl_big = flambeau_step(big, max(2, steps // 2))

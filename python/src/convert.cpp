@@ -161,7 +161,8 @@ nb::object to_list(const Tensor& t) {
     auto leaf = [](T v) -> nb::object {
       if constexpr (std::is_same_v<T, bool>) return nb::bool_(v);
       else if constexpr (std::is_integral_v<T>) return nb::int_(int64_t(v));
-      else return nb::float_(double(float(v)));
+      else if constexpr (std::is_same_v<T, double>) return nb::float_(v);
+      else return nb::float_(double(float(v)));  // float, half, bfloat16, float8
     };
     std::function<nb::object(int64_t, int64_t)> build = [&](int64_t dim, int64_t offset) -> nb::object {
       if (dim == c.dim()) return leaf(p[offset]);

@@ -104,6 +104,34 @@ def test_gradients_match_math_path(name):
         assert_close(f.grad, t.grad, rtol=1e-4, atol=1e-4, check_dtype=False)
 
 
+@pytest.mark.parametrize("name", ["causal", "document_causal", "softcap", "python_score_mod"])
+def test_gradients_through_out_and_lse(name):
+    # loss = <g, out> + <h, lse>: the lse output is differentiable, as in PyTorch.
+    fmask, tmask, fscore, tscore = CASES[name]
+    B, Hq, Hkv, L, S = 1, 4, 2, 200, 200
+    (fq, fk, fv), (tq, tk, tv) = inputs(B, Hq, Hkv, L, S, seed=3)
+    fbm = ffa.create_block_mask(fmask, B, 1, L, S, BLOCK_SIZE=64) if fmask is not None else None
+    fo, flse = ffa.flex_attention(fq, fk, fv, score_mod=fscore() if fscore else None, block_mask=fbm,
+                                  enable_gqa=True, return_lse=True)
+    r = np.random.default_rng(4)
+    g, h = r.standard_normal(tuple(fo.shape)).astype(np.float32), r.standard_normal((B, Hq, L)).astype(np.float32)
+    ((fo * fl.tensor(g)).sum() + (flse * fl.tensor(h)).sum()).backward()
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (tq, tk, tv))
+    k2, v2 = (t.repeat_interleave(Hq // Hkv, 1) for t in (k64, v64))
+    sc = q64 @ k2.transpose(-1, -2) / q64.shape[-1] ** 0.5
+    if tscore:
+        idx = [torch.arange(n).view(*([1] * i), n, *([1] * (3 - i))) for i, n in enumerate((B, Hq, L, S))]
+        sc = tscore()(sc, *idx)
+    if tmask:
+        sc = sc.masked_fill(~tfa.create_mask(tmask, B, 1, L, S, device="cpu"), float("-inf"))
+    tlse = sc.logsumexp(-1)
+    to = (sc - tlse[..., None]).exp() @ v2
+    ((to * torch.tensor(g, dtype=torch.float64)).sum() + (tlse * torch.tensor(h, dtype=torch.float64)).sum()).backward()
+    assert_close(flse, tlse, rtol=1e-4, atol=1e-4, check_dtype=False)
+    for f, t in ((fq, q64), (fk, k64), (fv, v64)):
+        assert_close(f.grad, t.grad, rtol=1e-4, atol=1e-4, check_dtype=False)
+
+
 def test_learnable_relative_bias_gradient_and_determinism():
     L = 200
     (fq, fk, fv), (tq, tk, tv) = inputs(2, 4, 4, L, L, seed=3)

@@ -35,6 +35,12 @@ def test_factories_and_properties():
     assert fl.linspace(0, 1, 5).tolist() == torch.linspace(0, 1, 5).tolist()
 
 
+def test_tolist_keeps_every_bit():
+    # float64 is not rounded through float32.
+    assert fl.tensor([0.1, 1 / 3], dtype=fl.float64).tolist() == [0.1, 1 / 3]
+    assert fl.tensor([0.1], dtype=fl.float32).tolist() == torch.tensor([0.1]).tolist()
+
+
 def test_operators_follow_torch_promotion():
     a, ta = fl.tensor([1, 2, 3]), torch.tensor([1, 2, 3])
     for f, t in [(a + 2.5, ta + 2.5), (2 - a, 2 - ta), (a * a, ta * ta), (a / 2, ta / 2), (a // 2, ta // 2),

@@ -21,18 +21,6 @@ namespace {
 
 constexpr int64_t kBq = 64, kBk = 256;
 
-// The max of a row, and x = exp(x - shift) returning the row's new sum (SIMD kernels).
-template <class T>
-T row_max(const T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) return kernels::max_f32(x, n);
-  else return kernels::max_f64(x, n);
-}
-template <class T>
-T exp_shift(T* x, int64_t n, T shift) {
-  if constexpr (std::is_same_v<T, float>) return T(kernels::exp_shift_sum_f32(x, n, shift));
-  else return T(kernels::exp_shift_sum_f64(x, n, shift));
-}
-
 // c[m, n] = alpha * a[m, k] @ op(b) + beta * c, row-major; op(b) = b^T when trans_b.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
@@ -98,13 +86,13 @@ void forward(const Problem& p, const T* q, const T* k, const T* v, T* out, T* ls
         apply_mask(p, b, h, i0, rows, j0, cols, s.data());
         for (int64_t r = 0; r < rows; ++r) {
           T* sr = s.data() + r * kBk;
-          const T mx = std::max(m[size_t(r)], row_max(sr, cols));
+          const T mx = std::max(m[size_t(r)], kernels::max_of(sr, cols));
           if (mx == -std::numeric_limits<T>::infinity()) {  // nothing visible yet in this row
             std::fill(sr, sr + cols, T(0));
             continue;
           }
           const T corr = std::exp(m[size_t(r)] - mx);
-          const T sum = exp_shift(sr, cols, mx);
+          const T sum = kernels::exp_shift_sum(sr, cols, mx);
           l[size_t(r)] = l[size_t(r)] * corr + sum;
           m[size_t(r)] = mx;
           if (corr != T(1))
@@ -158,7 +146,7 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
                 std::fill(sr, sr + cols, T(0));
                 continue;
               }
-              exp_shift(sr, cols, lt[r]);
+              kernels::exp_shift_sum(sr, cols, lt[r]);
             }
             // dV += P^T dO ; dP = dO V^T ; dS = P (dP - D) ; dQ += dS K scale ; dK += dS^T Q scale
             gemm<T>(true, false, cols, p.Ev, rows, T(1), s.data(), kBk, dot, p.Ev, T(1), dvh + j0 * p.Ev, p.Ev);

@@ -95,18 +95,21 @@ std::pair<Tensor, Tensor> flex_attention(const Tensor& q, const Tensor& k, const
   detail::forward(make_problem(qf, kf, vf, kt, Tensor(), bm, score_mod, sc), out.data<float>(),
                   lse.data<float>());
 
-  Tensor result = out.to(q.dtype());
+  Tensor result = out.to(q.dtype()), lse_out = return_lse ? lse.detach() : Tensor();
   std::vector<Tensor> captured = score_mod ? score_mod->captured() : std::vector<Tensor>{};
   std::vector<const Tensor*> inputs{&q, &k, &v};
   for (const Tensor& c : captured) inputs.push_back(&c);
+  std::vector<Tensor*> outputs{&result};
+  if (return_lse) outputs.push_back(&lse_out);  // differentiable too
   autograd::record_many(
-      "FlexAttentionBackward", {&result}, inputs, {qf, kf, vf, out.detach(), lse},
+      "FlexAttentionBackward", outputs, inputs, {qf, kf, vf, out.detach(), lse},
       [bm, score_mod, sc, n_cap = captured.size(), needs = [&] {
          std::vector<bool> r;
          for (const Tensor& c : captured) r.push_back(c.requires_grad());
          return r;
        }()](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         const Tensor dout = g[0].to(kFloat32).contiguous();
+        const Tensor dlse = g.size() > 1 && g[1].defined() ? g[1].to(kFloat32).contiguous() : Tensor();
         Tensor dq = zeros(s[0].sizes()), dk = zeros(s[1].sizes()), dv = zeros(s[2].sizes());
         std::vector<Tensor> cap_grads(n_cap);
         std::vector<double*> ptrs(n_cap, nullptr);
@@ -117,12 +120,12 @@ std::pair<Tensor, Tensor> flex_attention(const Tensor& q, const Tensor& k, const
             ptrs[i] = cap_grads[i].data<double>();
           }
         detail::backward(make_problem(s[0], s[1], s[2], transposed(s[1]), transposed(s[2]), bm, score_mod, sc), s[3].data<float>(), s[4].data<float>(),
-                         dout.data<float>(), dq.data<float>(), dk.data<float>(), dv.data<float>(), ptrs);
+                         dout.data<float>(), dlse.defined() ? dlse.data<float>() : nullptr, dq.data<float>(), dk.data<float>(), dv.data<float>(), ptrs);
         std::vector<Tensor> grads{dq, dk, dv};
         for (auto& c : cap_grads) grads.push_back(c);
         return grads;
       });
-  return {result, return_lse ? lse : Tensor()};
+  return {result, lse_out};
 }
 
 }  // namespace flambeau::nn::attention

@@ -64,15 +64,15 @@ void q_tiles(const Problem& p, int64_t qb, const F& f) {
 
 }  // namespace
 
-void backward(const Problem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk, float* dv,
-              const std::vector<double*>& captured_grads) {
-  // D_i = dO_i . O_i
+void backward(const Problem& p, const float* out, const float* lse, const float* dout, const float* dlse, float* dq,
+              float* dk, float* dv, const std::vector<double*>& captured_grads) {
+  // D_i = dO_i . O_i - dlse_i: dS = P (dP - D) then also carries d lse_i / d s_ij = P_ij.
   std::vector<float> drow(size_t(p.B * p.Hq * p.L));
   for_each_item(p.B * p.Hq, [&](int64_t bh) {
     for (int64_t i = bh * p.L; i < (bh + 1) * p.L; ++i) {
       float d = 0;
       for (int64_t e = 0; e < p.Ev; ++e) d += dout[i * p.Ev + e] * out[i * p.Ev + e];
-      drow[size_t(i)] = d;
+      drow[size_t(i)] = dlse ? d - dlse[i] : d;
     }
   });
 

@@ -82,9 +82,10 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const
 // Forward into out [B, Hq, L, Ev] and lse [B, Hq, L] (natural log; -inf for empty rows).
 void forward(const Problem& p, float* out, float* lse);
 // Backward: dq, dk, dv (zeroed, float32, q/k/v's shapes) and the score_mod's captured
-// gradients (float64, one per captured tensor; nullptr where not wanted).
-void backward(const Problem& p, const float* out, const float* lse, const float* dout, float* dq, float* dk, float* dv,
-              const std::vector<double*>& captured_grads);
+// gradients (float64, one per captured tensor; nullptr where not wanted). dlse: the
+// gradient of the logsumexp output [B, Hq, L], or nullptr when none flowed.
+void backward(const Problem& p, const float* out, const float* lse, const float* dout, const float* dlse, float* dq,
+              float* dk, float* dv, const std::vector<double*>& captured_grads);
 
 // The ordered transpose of (num [B, H, R], idx [B, H, R, C]) -> ([B, H, C], [B, H, C, R]),
 // entries ascending.

@@ -77,16 +77,6 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   if (outer > 1) omp_set_num_threads(outer);
 }
 
-template <class T>
-T row_max(const T* x, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) return kernels::max_f32(x, n);
-  else return kernels::max_f64(x, n);
-}
-template <class T>
-double exp_shift(T* x, int64_t n, T shift) {
-  if constexpr (std::is_same_v<T, float>) return kernels::exp_shift_sum_f32(x, n, shift);
-  else return kernels::exp_shift_sum_f64(x, n, shift);
-}
 
 // A block of a row-major matrix src [*, cols] as T: rows [r0, r0 + rows), columns
 // [c0, c0 + n). Points into src when it is already T, else converts into `buf`.
@@ -214,9 +204,9 @@ class Chunked {
           tdot_[k] = dot;
         }
       }
-      const T mx = row_max(row, n);
+      const T mx = kernels::max_of(row, n);
       tmax_[k] = double(mx);
-      tsum_[k] = exp_shift(row, n, mx);
+      tsum_[k] = kernels::exp_shift_sum(row, n, mx);
     }
   }
 

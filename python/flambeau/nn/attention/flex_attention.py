@@ -404,5 +404,5 @@ def _composite(q, k, v, score_mod, block_mask, scale, enable_gqa):
         else:
             p, lse = s.softmax(-1), fl.logsumexp(s, -1)
         outs.append((p @ vv).to(q.dtype))
-        lses.append(lse.detach().to(fl.float32))
+        lses.append(lse.to(fl.float32))
     return fl.cat(outs, 2), fl.cat(lses, 2)

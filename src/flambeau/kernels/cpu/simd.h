@@ -43,6 +43,12 @@ double min_f64(const double* x, int64_t n);
 double exp_shift_sum_f32(float* x, int64_t n, float shift);
 double exp_shift_sum_f64(double* x, int64_t n, double shift);
 
+// The two above by overload, for kernels templated on float / double.
+inline float max_of(const float* x, int64_t n) { return max_f32(x, n); }
+inline double max_of(const double* x, int64_t n) { return max_f64(x, n); }
+inline double exp_shift_sum(float* x, int64_t n, float shift) { return exp_shift_sum_f32(x, n, shift); }
+inline double exp_shift_sum(double* x, int64_t n, double shift) { return exp_shift_sum_f64(x, n, shift); }
+
 // softmax (or log_softmax) of one contiguous row.
 void softmax_row_f32(const float* x, float* y, int64_t n, bool log);
 void softmax_row_f64(const double* x, double* y, int64_t n, bool log);
