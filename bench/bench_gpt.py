@@ -1,6 +1,8 @@
 """flambeau-gpt's training speed against the same model in PyTorch 2.13 (bench/gpt_reference.py),
-2 threads, in one run: training tokens/s of the main job's config (examples/gpt/fortunes.conf) (random tokens, one
-document per row, so PyTorch's SDPA takes its causal fast path), PyTorch eager and, if it
+2 threads, in one run: training tokens/s of the main job's config (examples/gpt/fortunes.conf),
+on random tokens with one document per row (PyTorch's SDPA takes its causal fast path) and
+on the main job's own batches (packed fortunes with document masks; PyTorch's SDPA takes
+the dense bool mask), PyTorch eager and, if it
 works here, torch.compile; then the step time of a GPT-2 124M-sized configuration (12
 layers, d_model 768, 12 heads, vocabulary 50257; B=4, T=64) with its GFLOP/s next to the
 machine's float32 GEMM rate (torch.mm 2048^3, 2 threads).
@@ -13,7 +15,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+
+import safetensors.torch
 
 import torch
 
@@ -30,22 +35,37 @@ DEFAULT = dict(vocab_size=256, n_layer=4, n_head=4, d_model=256, seq_len=256, wi
 DEFAULT.update({k: v for k, v in _conf.items() if k in DEFAULT})
 
 
-def flambeau_step(cfg, steps):
-    args = [GPT, "bench", "--steps", str(steps), "--threads", "2"]
+def flambeau_step(cfg, steps, fortunes=False):
+    args = [GPT, "bench", "--steps", str(steps), "--threads", "2"] + (["--fortunes"] if fortunes else [])
     for k in ("vocab_size", "n_layer", "n_head", "d_model", "seq_len", "batch_size", "z_loss"):
         args += [f"--{k}", str(cfg[k])]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["step_ms"] / 1e3
 
 
-def torch_stepper(cfg, compiled=False):
+def fortunes_batch(cfg):
+    """The main job's first training batch (packed fortunes and their document ids), as
+    flambeau-gpt makes it: dumped by `flambeau-gpt grads`."""
+    args = [GPT, "grads", "--config", os.path.join(ROOT, "examples", "gpt", "fortunes.conf")]
+    for k in ("vocab_size", "n_layer", "n_head", "d_model", "seq_len", "batch_size"):
+        args += [f"--{k}", str(cfg[k])]
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(args + ["--out", os.path.join(d, "b.safetensors")], check=True, capture_output=True)
+        t = safetensors.torch.load_file(os.path.join(d, "b.safetensors"))
+    return t["inputs"], t["targets"], t["doc_ids"]
+
+
+def torch_stepper(cfg, compiled=False, batch=None):
     torch.manual_seed(0)
     model = gpt_reference.Gpt(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
     B, T = cfg["batch_size"], cfg["seq_len"]
-    x = torch.randint(0, cfg["vocab_size"], (B, T))
-    y = torch.randint(0, cfg["vocab_size"], (B, T))
-    docs = torch.zeros(B, T, dtype=torch.long)
+    if batch is not None:
+        x, y, docs = batch
+    else:
+        x = torch.randint(0, cfg["vocab_size"], (B, T))
+        y = torch.randint(0, cfg["vocab_size"], (B, T))
+        docs = torch.zeros(B, T, dtype=torch.long)
     loss_fn = torch.compile(model.loss) if compiled else model.loss
 
     def step():
@@ -105,6 +125,22 @@ def main(steps=5, rounds=2):
     print("|---|---|---|---|---|")
     print(f"| train tokens/s, main-job config (B={DEFAULT['batch_size']}, T={DEFAULT['seq_len']}) | {tokens / fl:.0f} tok/s ({fl * 1e3:.0f} ms/step) | "
           f"{tokens / th:.0f} tok/s ({th * 1e3:.0f} ms/step) | {comp_text} | {th / fl:.2f}x |")
+    batch = fortunes_batch(DEFAULT)
+    docs_per_row = float((batch[2].diff(dim=1) != 0).sum(1).float().mean() + 1)
+    eager_f = torch_stepper(DEFAULT, batch=batch)
+    fl_t, th_t = [], []
+    for _ in range(rounds):
+        th_t.append(torch_step(eager_f, steps))
+        fl_t.append(flambeau_step(DEFAULT, steps, fortunes=True))
+    flf, thf = statistics.median(fl_t), statistics.median(th_t)
+    try:
+        compf = torch_step(torch_stepper(DEFAULT, compiled=True, batch=batch), steps)
+        compf_text = f"{tokens / compf:.0f} tok/s ({compf * 1e3:.0f} ms/step)"
+    except Exception as e:  # noqa: BLE001 - report why compile is unavailable
+        compf_text = f"n/a ({type(e).__name__})"
+    print(f"| same, on the main job's batches (packed fortunes, {docs_per_row:.1f} documents per row: document "
+          f"masks; PyTorch SDPA with the bool mask) | {tokens / flf:.0f} tok/s ({flf * 1e3:.0f} ms/step) | "
+          f"{tokens / thf:.0f} tok/s ({thf * 1e3:.0f} ms/step) | {compf_text} | {thf / flf:.2f}x |")
     big = dict(DEFAULT, vocab_size=50257, n_layer=12, n_head=12, d_model=768, seq_len=64, batch_size=4)
     fl_big = flambeau_step(big, max(2, steps // 2))
     th_big = torch_step(torch_stepper(big), max(2, steps // 2))

@@ -10,16 +10,16 @@ namespace gpt {
 struct Config {
   // model
   int64_t vocab_size = 256;  // byte tokens (more only for benchmarks); byte 0 starts every fortune
-  int64_t n_layer = 4, n_head = 4, d_model = 256, seq_len = 256;
+  int64_t n_layer = 4, n_head = 4, d_model = 192, seq_len = 128;
   int64_t window = 0;          // sliding-window attention span (0: none)
   double rope_theta = 10000;
   // training
-  int64_t batch_size = 16, steps = 1000, warmup = 50;
+  int64_t batch_size = 16, steps = 900, warmup = 40;
   int64_t stop_at = 0;  // end this run after that many steps (0: steps); not stored
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, grad_clip = 1.0;
   double z_loss = 1e-4;
   uint64_t seed = 1337;
-  int64_t eval_every = 100, eval_batches = 16, checkpoint_every = 250, threads = 0;  // 0: all cores
+  int64_t eval_every = 150, eval_batches = 16, checkpoint_every = 300, threads = 0;  // 0: all cores
   std::string data_dir = "/usr/share/games/fortunes";
   std::string out_dir = "out/gpt";
   // sampling

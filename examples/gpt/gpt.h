@@ -16,7 +16,7 @@ void sample(const Config& c, const std::string& checkpoint);
 // into a safetensors file (the PyTorch reference model checks them).
 void dump_grads(const Config& c, const std::string& out);
 // Times training steps; prints one JSON line (tokens/s, ms per step, GFLOP/s).
-void bench(const Config& c);
+void bench(const Config& c, bool fortunes);
 
 // The learning rate of step `step`: linear warmup, then cosine decay to min_lr.
 double learning_rate(const Config& c, int64_t step);

@@ -4,7 +4,8 @@
 //   flambeau-gpt eval   [--checkpoint PATH]
 //   flambeau-gpt sample [--checkpoint PATH] [--num_samples 4] [--temperature 0.8] ...
 //   flambeau-gpt grads  --out FILE [--key value ...]   (loss and gradients of one batch)
-//   flambeau-gpt bench  [--key value ...]              (training step time)
+//   flambeau-gpt bench  [--fortunes] [--key value ...] (training step time; --fortunes: on the
+//                                                      first training batch, packed documents)
 //
 // Settings (see config.h) come from the defaults, then a resumed checkpoint, then the
 // config file, then the command line. The checkpoint defaults to <out_dir>/ckpt.safetensors.
@@ -24,7 +25,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: flambeau-gpt {train|eval|sample|grads|bench} [--config FILE] [--resume] "
-               "[--checkpoint PATH] [--out FILE] [--<setting> VALUE ...]\n");
+               "[--checkpoint PATH] [--out FILE] [--fortunes] [--<setting> VALUE ...]\n");
   return 2;
 }
 
@@ -35,11 +36,12 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     std::string config_file, checkpoint, out;
-    bool resume = false;
+    bool resume = false, fortunes = false;
     std::vector<std::pair<std::string, std::string>> options;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--resume") { resume = true; continue; }
+      if (a == "--fortunes") { fortunes = true; continue; }
       if (a.rfind("--", 0) != 0 || i + 1 >= argc) return usage();
       const std::string value = argv[++i];
       if (a == "--config") config_file = value;
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
       gpt::dump_grads(c, out);
     } else if (cmd == "bench") {
       c.validate();
-      gpt::bench(c);
+      gpt::bench(c, fortunes);
     } else {
       return usage();
     }

@@ -140,17 +140,23 @@ void dump_grads(const Config& c, const std::string& out) {
   io::save(t, out, {{"config", to_text(c)}});
 }
 
-void bench(const Config& c) {
+void bench(const Config& c, bool fortunes) {
   use_threads(c);
   auto model = std::make_shared<Gpt>(c);
   optim::AdamW opt = make_optimizer(c, *model);
-  // Random tokens in one document per row (plain causal attention).
-  Generator gen(c.seed);
-  const Tensor inputs = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
-  const Tensor targets = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
-  const Tensor docs = zeros({c.batch_size, c.seq_len}, kInt64);
+  // The first training batch (packed fortunes, document masks), or random tokens in one
+  // document per row (plain causal attention).
+  Batch b;
+  if (fortunes) {
+    b = train_batch(load_fortunes(c.data_dir).train, c.batch_size, c.seq_len, c.seed, 0);
+  } else {
+    Generator gen(c.seed);
+    b.inputs = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
+    b.targets = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
+    b.doc_ids = zeros({c.batch_size, c.seq_len}, kInt64);
+  }
   auto step = [&] {
-    const Tensor loss = model->loss(inputs, targets, docs, c.z_loss);
+    const Tensor loss = model->loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
     opt.zero_grad();
     loss.backward();
     if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model->parameters(), c.grad_clip);

@@ -57,7 +57,7 @@ TEST(Gpt, SettingsRoundTripAndChecks) {
   EXPECT_EQ(d.out_dir, "x/y");
   EXPECT_THROW(gpt::set_option(c, "nope", "1"), std::invalid_argument);
   EXPECT_THROW(gpt::set_option(c, "n_layer", "3x"), std::invalid_argument);
-  c.n_head = 3;  // 256 % 3 != 0
+  c.d_model = 256, c.n_head = 3;  // 256 % 3 != 0
   EXPECT_THROW(c.validate(), std::invalid_argument);
 }
 
