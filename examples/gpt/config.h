@@ -10,11 +10,11 @@ namespace gpt {
 struct Config {
   // model
   int64_t vocab_size = 256;  // byte tokens (more only for benchmarks); byte 0 starts every fortune
-  int64_t n_layer = 4, n_head = 4, d_model = 192, seq_len = 128;
+  int64_t n_layer = 4, n_head = 4, d_model = 192, seq_len = 256;
   int64_t window = 0;          // sliding-window attention span (0: none)
   double rope_theta = 10000;
   // training
-  int64_t batch_size = 16, steps = 900, warmup = 40;
+  int64_t batch_size = 8, steps = 900, warmup = 40;
   int64_t stop_at = 0;  // end this run after that many steps (0: steps); not stored
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, grad_clip = 1.0;
   double z_loss = 1e-4;
