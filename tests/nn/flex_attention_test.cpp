@@ -151,6 +151,13 @@ TEST(FlexAttention, MasksMatchReference) {
   };
   d.mask_mod = fa::and_masks(fa::document_mask(doc), fa::causal_mask());
   check_case(d);
+  // Ids that repeat after other documents (not one run each): the per-element path.
+  std::vector<int64_t> ids2;
+  for (int64_t i = 0; i < 150; ++i) ids2.push_back((i / 30) % 3);
+  Case u{"document ids that come back, no causal"};
+  u.mask = [ids2](int64_t, int64_t, int64_t q, int64_t kv) { return ids2[size_t(q)] == ids2[size_t(kv)]; };
+  u.mask_mod = fa::document_mask(from_vector(ids2, Dims{150}));
+  check_case(u);
   // Per-head mask broadcast over batch (mask B=1, H=2), and a mask with fully masked rows.
   Case h{"head-dependent mask broadcast over batch, GQA 4/2"};
   h.B = 2, h.Hq = 4, h.Hkv = 2, h.mask_B = 1;

@@ -96,6 +96,10 @@ struct PrefixLM final : MaskMod {
 struct Document final : MaskMod {
   Tensor src;            // as given
   mutable Tensor ids;    // int64 [B or 1, S] contiguous (a view of src when it already is)
+  // When every row of ids is non-decreasing (packed sequences), a document is one run of
+  // positions [run_lo, run_hi) and each query row's mask is that band: no per-element test.
+  mutable bool runs = false;
+  mutable std::vector<int64_t> run_lo, run_hi;  // per position of each row
   explicit Document(const Tensor& d) {
     FLB_CHECK(d.dim() == 1 || d.dim() == 2, ValueError, "[document_mask] expected doc ids [S] or [B, S], got ",
               shape_str(d.sizes()));
@@ -104,14 +108,51 @@ struct Document final : MaskMod {
     src = d;
     refresh();
   }
+  const int64_t* row_ids(int64_t b) const { return ids.data<int64_t>() + row_base(b); }
+  int64_t row_base(int64_t b) const { return (ids.size(0) == 1 ? 0 : b) * ids.size(1); }
   void eval(const Tile& t, uint8_t* out) const override {
-    const int64_t* row = ids.data<int64_t>() + (ids.size(0) == 1 ? 0 : t.b) * ids.size(1);
+    const int64_t* row = row_ids(t.b);
     for (int64_t r = 0; r < t.rows; ++r) {
       const int64_t dq = row[t.q0 + r];
       for (int64_t c = 0; c < t.cols; ++c) out[r * t.ld + c] = uint8_t(row[t.kv0 + c] == dq);
     }
   }
-  void refresh() const { ids = (src.dim() == 1 ? src.unsqueeze(0) : src).to(kInt64).contiguous(); }
+  void apply(const Tile& t, float* s, uint8_t* scratch) const override {
+    if (!runs) return MaskMod::apply(t, s, scratch);
+    const int64_t base = row_base(t.b);
+    for (int64_t r = 0; r < t.rows; ++r) {
+      const int64_t q = base + t.q0 + r;
+      const int64_t c0 = std::clamp<int64_t>(run_lo[size_t(q)] - t.kv0, 0, t.cols);
+      const int64_t c1 = std::clamp<int64_t>(run_hi[size_t(q)] - t.kv0, c0, t.cols);
+      std::fill(s + r * t.ld, s + r * t.ld + c0, -INFINITY);
+      std::fill(s + r * t.ld + c1, s + r * t.ld + t.cols, -INFINITY);
+    }
+  }
+  BlockKind classify(const Tile& t) const override {
+    if (!runs) return MaskMod::classify(t);
+    // Runs tile the positions, so rows q0..last together see [run_lo[q0], run_hi[last]).
+    const int64_t first = row_base(t.b) + t.q0, last = first + t.rows - 1, kv1 = t.kv0 + t.cols;
+    if (run_hi[size_t(last)] <= t.kv0 || run_lo[size_t(first)] >= kv1) return BlockKind::empty;
+    const bool one_run = run_lo[size_t(last)] == run_lo[size_t(first)];
+    return one_run && run_lo[size_t(first)] <= t.kv0 && run_hi[size_t(first)] >= kv1 ? BlockKind::full
+                                                                                        : BlockKind::partial;
+  }
+  void refresh() const {
+    ids = (src.dim() == 1 ? src.unsqueeze(0) : src).to(kInt64).contiguous();
+    const int64_t R = ids.size(0), S = ids.size(1);
+    const int64_t* p = ids.data<int64_t>();
+    runs = true;
+    for (int64_t i = 0; i < R * S && runs; ++i) runs = i % S == 0 || p[i - 1] <= p[i];
+    if (!runs) return;
+    run_lo.resize(size_t(R * S)), run_hi.resize(size_t(R * S));
+    for (int64_t i = 0; i < R * S;) {  // runs never cross a row: each row's end closes one
+      int64_t j = i + 1;
+      while (j % S != 0 && p[j] == p[i]) ++j;
+      std::fill(run_lo.begin() + i, run_lo.begin() + j, i % S);
+      std::fill(run_hi.begin() + i, run_hi.begin() + j, (j - 1) % S + 1);
+      i = j;
+    }
+  }
   void check(int64_t B, int64_t, int64_t L, int64_t S) const override {
     refresh();  // picks up in-place changes made since construction
     FLB_CHECK(ids.size(1) >= std::max(L, S) && (ids.size(0) == 1 || ids.size(0) >= B), ValueError,
