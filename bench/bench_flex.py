@@ -8,9 +8,7 @@ GFLOP/s count only the attended (q, kv) pairs: 4*D per pair forward, 14*D forwar
 torch's flex_attention runs eagerly on the CPU (no backward there; its eager path
 materialises the B*H*S*S scores, so it only runs where that fits).
 Usage: .venv/bin/python bench/bench_flex.py [reps]   (prints a Markdown table)"""
-import statistics
 import sys
-import time
 
 import numpy as np
 import torch
@@ -19,21 +17,7 @@ from torch.nn.attention import flex_attention as tfa
 
 import flambeau as fl
 from flambeau.nn.attention import flex_attention as ffa
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def pair(f, t, reps):
-    f(), t()
-    fs, ts = [], []
-    for _ in range(reps):
-        fs.append(timed(f))
-        ts.append(timed(t))
-    return statistics.median(fs), statistics.median(ts)
+from timing import pair, timed
 
 
 def qkv(B, H, L, S, D, grad, seed=0):

@@ -4,9 +4,7 @@ step (forward, backward, AdamW) of a pre-norm transformer block at d_model 768, 
 AdamW step over 124M parameters. Alternating runs, medians.
 Usage: .venv/bin/python bench/bench_nn.py [reps]   (prints a Markdown table)"""
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 import torch
@@ -15,21 +13,7 @@ import flambeau as fl
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 from transformer_block import block  # noqa: E402
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def pair(f, t, reps):
-    f(), t()
-    fs, ts = [], []
-    for _ in range(reps):
-        fs.append(timed(f))
-        ts.append(timed(t))
-    return statistics.median(fs), statistics.median(ts)
+from timing import pair  # noqa: E402
 
 
 def main(reps=5):
