@@ -34,6 +34,9 @@ namespace {
 //     in place, with p = e exp(m_t - lse) (no second exp of the logits); then grad_b and
 //     grad_W[tile] += dlogits_t^T x_c (GEMM).
 //  C. grad_x[chunk] = dlogits @ W (GEMM over the whole vocabulary, in column tiles of D).
+// With fewer than kMinItems tiles (a small vocabulary), A and the dlogits pass of B also
+// split the chunk's rows, and grad_W splits D's columns, so that every core has work; each
+// row's and each output element's arithmetic is the same however they are split.
 // That is the unfused path's three GEMMs and no [N, V] tensor. Tile shapes depend on the
 // problem and the machine only, never on the thread count, and every sum runs in a fixed
 // order, so results are bitwise identical with any number of threads.
@@ -100,6 +103,11 @@ Block block_as(const Tensor& src, int64_t cols, int64_t r0, int64_t rows, int64_
   return {};
 }
 
+// Fewer (tile) work items than this: split rows / columns too (Note [Chunked linear cross-entropy]).
+constexpr int64_t kMinItems = 8;
+
+int64_t round_up(int64_t x, int64_t k) { return std::max<int64_t>(k, (x + k - 1) / k * k); }
+
 template <class T>
 class Chunked {
  public:
@@ -145,17 +153,26 @@ class Chunked {
     const size_t part = size_t(tiles_ * bs_);
     tmax_.assign(part, 0), tsum_.assign(part, 0), tdot_.assign(part, 0), tq_.assign(part, 0);
     lt_.assign(size_t(bs_), 0), lse_.assign(size_t(bs_), 0), alpha_.assign(size_t(bs_), 0);
+    // Row / column blocks per tile: a function of the shapes only (see the Note).
+    const int64_t splits = tiles_ > 0 ? (kMinItems + tiles_ - 1) / tiles_ : 1;
     for (int64_t r0 = 0; r0 < N_; r0 += bs_) {
       const int64_t m = std::min(bs_, N_ - r0);
       const bool big = m * vt_ * std::max<int64_t>(D_, 1) >= (int64_t(1) << 16);
-      parallel_for(0, tiles_, big ? 1 : tiles_, [&](int64_t j0, int64_t j1) {
-        std::vector<T> buf;
-        for (int64_t j = j0; j < j1; ++j) tile_forward(r0, m, j, buf);
-      });
+      const int64_t rb = round_up((m + splits - 1) / splits, 16);
+      // Runs f(tile, first, count) over tiles x blocks of `block` out of `total`, in parallel.
+      auto each = [&](int64_t total, int64_t block, const auto& f) {
+        const int64_t nb = (total + block - 1) / block, items = tiles_ * nb;
+        parallel_for(0, items, big ? 1 : items, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) f(i / nb, i % nb * block, std::min(block, total - i % nb * block));
+        });
+      };
+      each(m, rb, [&](int64_t j, int64_t ra, int64_t mr) { tile_forward(r0, j, ra, mr); });
       reduce_rows(r0, m, r.loss_sum);
       if (!grads_) continue;
-      parallel_for(0, tiles_, big ? 1 : tiles_, [&](int64_t j0, int64_t j1) {
-        for (int64_t j = j0; j < j1; ++j) tile_backward(r0, m, j);
+      each(m, rb, [&](int64_t j, int64_t ra, int64_t mr) { tile_dlogits(r0, j, ra, mr); });
+      if (!gb_.empty()) grad_b_chunk(m);
+      if (gw_) each(D_, round_up((D_ + splits - 1) / splits, 16), [&](int64_t j, int64_t d0, int64_t dn) {
+        grad_w_tile(r0, m, j, d0, dn);
       });
       if (gx_) grad_x_chunk(r0, m);
     }
@@ -171,16 +188,19 @@ class Chunked {
   static const T* ptr(const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; }
   double cweight(int64_t c) const { return cw_ ? double(cw_[c]) : 1.0; }
 
-  // Phase A of Note [Chunked linear cross-entropy] for tile j of the chunk at r0.
-  void tile_forward(int64_t r0, int64_t m, int64_t j, std::vector<T>& buf) {
+  // Phase A of Note [Chunked linear cross-entropy] for tile j, rows [ra, ra + mr) of the
+  // chunk at r0.
+  void tile_forward(int64_t r0, int64_t j, int64_t ra, int64_t mr) {
     const int64_t v0 = j * vt_, n = std::min(vt_, V_ - v0);
     T* C = L_ + v0;
-    if (!native_bf16_logits(r0, m, v0, n, C)) {
+    if (!native_bf16_logits(r0 + ra, mr, v0, n, C + ra * ld_)) {
+      std::vector<T> buf;
       const Block w = block_as<T>(a_.w, D_, v0, n, 0, D_, buf);
-      gemm<T>(false, true, m, n, D_, x_ + r0 * D_, D_, static_cast<const T*>(w.p), w.ld, T(0), C, ld_);
+      gemm<T>(false, true, mr, n, D_, x_ + (r0 + ra) * D_, D_, static_cast<const T*>(w.p), w.ld, T(0), C + ra * ld_,
+              ld_);
     }
     const double sv = s_ / double(V_);
-    for (int64_t r = 0; r < m; ++r) {
+    for (int64_t r = ra; r < ra + mr; ++r) {
       T* row = C + r * ld_;
       const int64_t i = r0 + r;
       const size_t k = size_t(j * bs_ + r);
@@ -256,12 +276,12 @@ class Chunked {
     }
   }
 
-  // Phase B for tile j: dlogits in place, then grad_b and grad_W of the tile.
-  void tile_backward(int64_t r0, int64_t m, int64_t j) {
+  // Phase B for tile j, rows [ra, ra + mr) of the chunk at r0: dlogits in place.
+  void tile_dlogits(int64_t r0, int64_t j, int64_t ra, int64_t mr) {
     const int64_t v0 = j * vt_, n = std::min(vt_, V_ - v0);
     T* C = L_ + v0;
     const double sv = s_ / double(V_);
-    for (int64_t r = 0; r < m; ++r) {
+    for (int64_t r = ra; r < ra + mr; ++r) {
       T* row = C + r * ld_;
       const int64_t i = r0 + r;
       const double g = double(scale_[i]);
@@ -289,10 +309,18 @@ class Chunked {
       const int64_t t = tgt_[i];
       if (t >= v0 && t < v0 + n) row[t - v0] -= T(g * (1 - s_) * cweight(t));
     }
-    if (!gb_.empty())
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t c = 0; c < n; ++c) gb_[size_t(v0 + c)] += double(C[r * ld_ + c]);
-    if (gw_) gemm<T>(true, false, n, D_, m, C, ld_, x_ + r0 * D_, D_, r0 == 0 ? T(0) : T(1), gw_ + v0 * D_, D_);
+  }
+
+  // Phase B: grad_b += the column sums of the chunk's dlogits, rows in order.
+  void grad_b_chunk(int64_t m) {
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < V_; ++c) gb_[size_t(c)] += double(L_[r * ld_ + c]);
+  }
+
+  // Phase B: grad_W[tile j, columns d0 .. d0 + dn) += dlogits_j^T x_c.
+  void grad_w_tile(int64_t r0, int64_t m, int64_t j, int64_t d0, int64_t dn) {
+    const int64_t v0 = j * vt_, n = std::min(vt_, V_ - v0);
+    gemm<T>(true, false, n, dn, m, L_ + v0, ld_, x_ + r0 * D_ + d0, D_, r0 == 0 ? T(0) : T(1), gw_ + v0 * D_ + d0, D_);
   }
 
   // Phase C: grad_x of the chunk, in column tiles of D (each a GEMM over the vocabulary).
