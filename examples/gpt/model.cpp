@@ -66,29 +66,15 @@ void Gpt::init_weights(uint64_t seed) {
 
 namespace {
 
-// (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) over the two halves of the last dim of x
-// [B, H, T, D] (any strides), rows t of cos/sin [T, D/2], into a new contiguous tensor.
-// sign -1 applies the inverse rotation, which is also the transpose: the backward.
-Tensor rotate_halves(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign) {
-  const int64_t H = x.size(1), T = x.size(2), half = x.size(3) / 2;
-  Tensor out = empty(x.sizes(), kFloat32);
-  const float *src = x.data<float>(), *c = cos.data<float>(), *s = sin.data<float>();
-  float* dst = out.data<float>();
-  const Dims st = x.strides();
-  parallel_for(0, x.size(0) * H * T, 64, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const int64_t t = r % T, h = r / T % H, b = r / T / H;
-      const float* in = src + b * st[0] + h * st[1] + t * st[2];
-      const float *cr = c + t * half, *sr = s + t * half;
-      float* o = dst + r * 2 * half;
-      for (int64_t i = 0; i < half; ++i) {
-        const float x1 = in[i * st[3]], x2 = in[(half + i) * st[3]];
-        o[i] = x1 * cr[i] - sign * (x2 * sr[i]);
-        o[half + i] = x2 * cr[i] + sign * (x1 * sr[i]);
-      }
-    }
-  });
-  return out;
+// One head row rotated by RoPE: (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) over the two halves
+// of in[0, 2 half) into out; sign -1 applies the inverse rotation (also the transpose: the
+// backward).
+void rotate(const float* in, float* out, const float* c, const float* s, int64_t half, float sign) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float x1 = in[i], x2 = in[half + i];
+    out[i] = x1 * c[i] - sign * (x2 * s[i]);
+    out[half + i] = x2 * c[i] + sign * (x1 * s[i]);
+  }
 }
 
 // SwiGLU's silu(g) * u, and its backward, in one pass over chunks of the (contiguous,
@@ -136,16 +122,62 @@ Tensor swiglu(const Tensor& g, const Tensor& u) {
 
 }  // namespace
 
-// One fused op (forward and backward) instead of six elementwise ops and a cat.
-Tensor Gpt::rope(const Tensor& x, int64_t pos0) const {
-  FLB_CHECK(x.dtype() == kFloat32 && x.dim() == 4, TypeError, "[gpt.rope] expects float32 [B, H, T, D]");
-  const int64_t T = x.size(2);
-  const Tensor c = cos_.narrow(0, pos0, T), s = sin_.narrow(0, pos0, T);
-  Tensor out = rotate_halves(x, c, s, 1.0f);
-  autograd::record("RotaryEmbeddingBackward", {&out}, {&x}, {},
-                   [c, s](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
-                     return std::vector<Tensor>{rotate_halves(g[0], c, s, -1.0f)};
-                   });
+// q, k, v heads [B, H, T, D] (contiguous) of h [B, T, d] at positions pos0..: one GEMM
+// against the stacked weights [3d, d], RoPE applied to q and k while the rows are laid out
+// by head. The backward lays the head gradients back out (rotating q, k back) and runs one
+// GEMM for dh and one for the stacked weight gradient.
+std::array<Tensor, 3> Gpt::qkv(const Block& b, const Tensor& h, int64_t pos0) const {
+  const int64_t B = h.size(0), T = h.size(1), d = config.d_model, H = config.n_head, D = config.head_dim(), half = D / 2;
+  FLB_CHECK(h.dtype() == kFloat32 && h.dim() == 3 && h.size(2) == d && pos0 + T <= cos_.size(0), ValueError,
+            "[gpt.qkv] expects float32 [B, T, ", d, "] within ", cos_.size(0), " positions, got ", shape_str(h.sizes()));
+  Tensor h2, w;
+  {
+    autograd::NoGradGuard no_grad;
+    h2 = h.detach().reshape({B * T, d}).contiguous();
+    w = cat({b.wq->weight.detach(), b.wk->weight.detach(), b.wv->weight.detach()}, 0);
+  }
+  const Tensor y = mm(h2, w.t());  // [B T, 3d]
+  std::array<Tensor, 3> out{empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32),
+                            empty({B, H, T, D}, kFloat32)};
+  const float *yp = y.data<float>(), *cp = cos_.data<float>(), *sp = sin_.data<float>();
+  float *qp = out[0].data<float>(), *kp = out[1].data<float>(), *vp = out[2].data<float>();
+  parallel_for(0, B * T, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      const int64_t bi = n / T, t = n % T;
+      const float *c = cp + (pos0 + t) * half, *s = sp + (pos0 + t) * half, *row = yp + n * 3 * d;
+      for (int64_t hh = 0; hh < H; ++hh) {
+        const int64_t o = ((bi * H + hh) * T + t) * D;
+        rotate(row + hh * D, qp + o, c, s, half, 1.f);
+        rotate(row + d + hh * D, kp + o, c, s, half, 1.f);
+        std::copy_n(row + 2 * d + hh * D, D, vp + o);
+      }
+    }
+  });
+  autograd::record(
+      "QkvRopeBackward", {&out[0], &out[1], &out[2]}, {&h, &b.wq->weight, &b.wk->weight, &b.wv->weight}, {h2, w},
+      [B, T, d, H, D, half, pos0, cs = cos_, sn = sin_](const std::vector<Tensor>& g,
+                                                        const std::vector<Tensor>& saved) {
+        const Tensor dq = g[0].contiguous(), dk = g[1].contiguous(), dv = g[2].contiguous();
+        Tensor dy = empty({B * T, 3 * d}, kFloat32);
+        const float *gq = dq.data<float>(), *gk = dk.data<float>(), *gv = dv.data<float>();
+        const float *cp = cs.data<float>(), *sp = sn.data<float>();
+        float* dyp = dy.data<float>();
+        parallel_for(0, B * T, 16, [&](int64_t lo, int64_t hi) {
+          for (int64_t n = lo; n < hi; ++n) {
+            const int64_t bi = n / T, t = n % T;
+            const float *c = cp + (pos0 + t) * half, *s = sp + (pos0 + t) * half;
+            float* row = dyp + n * 3 * d;
+            for (int64_t hh = 0; hh < H; ++hh) {
+              const int64_t o = ((bi * H + hh) * T + t) * D;
+              rotate(gq + o, row + hh * D, c, s, half, -1.f);
+              rotate(gk + o, row + d + hh * D, c, s, half, -1.f);
+              std::copy_n(gv + o, D, row + 2 * d + hh * D);
+            }
+          }
+        });
+        const Tensor dh = mm(dy, saved[1]).reshape({B, T, d}), dw = mm(dy.t(), saved[0]);  // [3d, d]
+        return std::vector<Tensor>{dh, dw.narrow(0, 0, d), dw.narrow(0, d, d), dw.narrow(0, 2 * d, d)};
+      });
   return out;
 }
 
@@ -162,8 +194,7 @@ Tensor Gpt::hidden(const Tensor& inputs, const Tensor& doc_ids) {
   Tensor x = wte->forward(inputs);
   for (const auto& b : blocks) {
     const Tensor h = b->attn_norm->forward(x);
-    auto heads = [&](nn::Linear& w) { return w.forward(h).view({B, T, H, D}).transpose(1, 2); };
-    const Tensor q = rope(heads(*b->wq), 0), k = rope(heads(*b->wk), 0), v = heads(*b->wv);
+    const auto [q, k, v] = qkv(*b, h, 0);
     const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr(), mask).first;
     x = x + b->wo->forward(a.transpose(1, 2).reshape({B, T, H * D}));
     x = x + mlp(*b, b->mlp_norm->forward(x));
@@ -197,10 +228,9 @@ Tensor Gpt::decode_step(int64_t token, KVCache& cache) {
   for (size_t l = 0; l < blocks.size(); ++l) {
     const Block& b = *blocks[l];
     const Tensor h = b.attn_norm->forward(x);
-    auto heads = [&](nn::Linear& w) { return w.forward(h).view({1, 1, H, D}).transpose(1, 2); };
-    cache.k[l].narrow(2, pos, 1).copy_(rope(heads(*b.wk), pos));
-    cache.v[l].narrow(2, pos, 1).copy_(heads(*b.wv));
-    const Tensor q = rope(heads(*b.wq), pos);
+    const auto [q, k_new, v_new] = qkv(b, h, pos);
+    cache.k[l].narrow(2, pos, 1).copy_(k_new);
+    cache.v[l].narrow(2, pos, 1).copy_(v_new);
     const Tensor k = cache.k[l].narrow(2, first, pos + 1 - first), v = cache.v[l].narrow(2, first, pos + 1 - first);
     const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr()).first;
     x = x + b.wo->forward(a.transpose(1, 2).reshape({1, 1, H * D}));

@@ -3,6 +3,7 @@
 // RMSNorm + SwiGLU MLP, a final RMSNorm, and an LM head tied to the embedding whose loss is
 // the fused linear_cross_entropy (never builds the logits).
 #pragma once
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -45,8 +46,9 @@ class Gpt : public flambeau::nn::Module {
   std::shared_ptr<flambeau::nn::RMSNorm> norm;
 
  private:
-  // x [B, H, T, head_dim] rotated by the angles of positions [pos0, pos0 + T).
-  flambeau::Tensor rope(const flambeau::Tensor& x, int64_t pos0) const;
+  // The q, k, v heads [B, H, T, head_dim] of h [B, T, d_model] at positions
+  // [pos0, pos0 + T), q and k rotated by RoPE (one fused op).
+  std::array<flambeau::Tensor, 3> qkv(const Block& b, const flambeau::Tensor& h, int64_t pos0) const;
   flambeau::Tensor mlp(const Block& b, const flambeau::Tensor& h) const;
   flambeau::Tensor cos_, sin_;  // [max positions, head_dim / 2]
 };

@@ -130,3 +130,19 @@ TEST(Gpt, ResumeEqualsUninterruptedBitwise) {
   EXPECT_TRUE(fs::exists(split / "loss.svg"));
   fs::remove_all(data);
 }
+
+// Sampling's path (one token at a time through the KV cache and the decode kernel) gives the
+// logits of the full forward pass at every position.
+TEST(Gpt, DecodeStepsMatchTheFullForward) {
+  gpt::Config c = tiny("", "");
+  c.window = 5;  // the cache must also apply the sliding window
+  gpt::Gpt model(c);
+  Generator gen(5);
+  const Tensor tokens = randint(1, 256, {1, 12}, kInt64, gen);
+  const Tensor full = nn::functional::linear(model.hidden(tokens, zeros({1, 12}, kInt64)), model.wte->weight);
+  gpt::KVCache cache = model.new_cache(c.seq_len);
+  for (int64_t t = 0; t < 12; ++t) {
+    const Tensor step = model.decode_step(tokens.data<int64_t>()[t], cache);
+    EXPECT_TRUE(all_close(values(step), values(full.select(1, t).reshape({-1})), 1e-4, 1e-5)) << "position " << t;
+  }
+}
