@@ -102,33 +102,39 @@ TEST(Gpt, PackedDocumentsSeeOnlyThemselves) {
   EXPECT_TRUE(all_close(values(h.narrow(1, 10, 22)), values(hb), 1e-4, 1e-5));
 }
 
+// Resuming on another thread count, both ways: 2 -> 1 and 1 -> 2 threads (1 -> 2 once
+// caught OpenBLAS running multi-threaded after set_num_threads raised the OpenMP count).
 TEST(Gpt, ResumeEqualsUninterruptedBitwise) {
-  const fs::path data = make_corpus();
-  const fs::path straight = data / "straight", split = data / "split";
   const int threads = get_num_threads();
-  gpt::train(tiny(data, straight), "");
-  gpt::Config first = tiny(data, split);
-  first.stop_at = 3;
-  gpt::train(first, "");
-  gpt::Config rest = tiny(data, split);
-  rest.threads = threads > 1 ? 1 : 2;
-  const std::string ckpt = (split / "ckpt.safetensors").string();
-  EXPECT_EQ(gpt::read_checkpoint(ckpt).step, 3);
-  gpt::train(rest, ckpt);
-  set_num_threads(threads);
-  const auto a = io::load((straight / "ckpt.safetensors").string()), b = io::load(ckpt);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].first, b[i].first);
-    EXPECT_TRUE(flambeau::testing::bitwise_equal(a[i].second, b[i].second)) << a[i].first;
+  for (const int before : {2, 1}) {
+    set_num_threads(before);
+    const fs::path data = make_corpus();
+    const fs::path straight = data / "straight", split = data / "split";
+    gpt::train(tiny(data, straight), "");
+    gpt::Config first = tiny(data, split);
+    first.stop_at = 3;
+    gpt::train(first, "");
+    gpt::Config rest = tiny(data, split);
+    rest.threads = 3 - before;
+    const std::string ckpt = (split / "ckpt.safetensors").string();
+    EXPECT_EQ(gpt::read_checkpoint(ckpt).step, 3);
+    gpt::train(rest, ckpt);
+    const auto a = io::load((straight / "ckpt.safetensors").string()), b = io::load(ckpt);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].first, b[i].first);
+      EXPECT_TRUE(flambeau::testing::bitwise_equal(a[i].second, b[i].second)) << a[i].first << ", " << before
+                                                                                << " then " << 3 - before << " threads";
+    }
+    // The log holds every step once, and the plot was written.
+    std::ifstream log(split / "log.jsonl");
+    int lines = 0;
+    for (std::string l; std::getline(log, l);) ++lines;
+    EXPECT_EQ(lines, 6 + 2);  // 6 steps, 2 validations
+    EXPECT_TRUE(fs::exists(split / "loss.svg"));
+    fs::remove_all(data);
   }
-  // The log holds every step once, and the plot was written.
-  std::ifstream log(split / "log.jsonl");
-  int lines = 0;
-  for (std::string l; std::getline(log, l);) ++lines;
-  EXPECT_EQ(lines, 6 + 2);  // 6 steps, 2 validations
-  EXPECT_TRUE(fs::exists(split / "loss.svg"));
-  fs::remove_all(data);
+  set_num_threads(threads);
 }
 
 // Sampling's path (one token at a time through the KV cache and the decode kernel) gives the

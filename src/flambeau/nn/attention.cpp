@@ -5,7 +5,7 @@
 // in a fixed order (query heads of a GQA group one after another).
 #include "flambeau/nn/attention.h"
 
-#include <cblas.h>
+#include "flambeau/kernels/cpu/blas.h"
 
 #include <cmath>
 #include <limits>
@@ -25,11 +25,7 @@ constexpr int64_t kBq = 64, kBk = 256;
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc) {
-  const auto ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+  kernels::gemm_1t(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Everything the kernels need about one call, as [B, H, L, E] contiguous tensors.

@@ -4,7 +4,7 @@
 // softmax in float32, acc += P @ V. Short queries (decode) split each row's block list into
 // fixed chunks run in parallel and merged by their logsumexp, in chunk order, so the result
 // does not depend on the thread count.
-#include <cblas.h>
+#include "flambeau/kernels/cpu/blas.h"
 
 #include <cmath>
 #include <limits>
@@ -76,8 +76,7 @@ void finalize(const Problem& p, const Work& w, const State& st, float* out, floa
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (tb || m * n * k < kSmallGemmMin) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
-                alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
+    kernels::gemm_1t(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   kernels::gemm_small_f32(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, ldb, beta, c, ldc);

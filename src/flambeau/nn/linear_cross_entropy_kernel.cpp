@@ -4,7 +4,7 @@
 // operands are converted tile by tile, never as a whole.
 #include "flambeau/nn/linear_cross_entropy_kernel.h"
 
-#include <cblas.h>
+#include "flambeau/kernels/cpu/blas.h"
 #include <omp.h>
 
 #include <algorithm>
@@ -50,14 +50,6 @@ namespace {
 //                   loss = Q lse - sum_c w_c q_c l_c + z lse^2, Q = sum_c w_c q_c
 //                   dloss/dl_c = (Q + 2 z lse) p_c - w_c q_c
 
-void single_threaded_blas() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);  // flambeau's threads split the work (Note [Deterministic GEMM])
-    return true;
-  }();
-  (void)once;
-}
-
 // c[m, n] = a[m, k] @ b[k, n] + beta * c, row-major; a / b given transposed when ta / tb.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
@@ -68,16 +60,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  const auto TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  // OpenMP OpenBLAS takes omp_get_max_threads() threads outside a parallel region (where a
-  // one-tile parallel_for runs); one thread keeps every call on the same code path.
-  const int outer = omp_in_parallel() ? 0 : omp_get_max_threads();
-  if (outer > 1) omp_set_num_threads(1);
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, TA, TB, int(m), int(n), int(k), 1.0f, a, int(lda), b, int(ldb), beta, c, int(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, TA, TB, int(m), int(n), int(k), 1.0, a, int(lda), b, int(ldb), beta, c, int(ldc));
-  if (outer > 1) omp_set_num_threads(outer);
+  kernels::gemm_1t(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);  // on this thread (Note [Deterministic GEMM])
 }
 
 
@@ -139,7 +122,6 @@ class Chunked {
   }
 
   LceResult run() {
-    single_threaded_blas();
     LceResult r;
     r.loss_rows = empty({N_}, dtype_v<T>);
     loss_ = r.loss_rows.data<T>();

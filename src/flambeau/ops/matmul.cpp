@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/gemm_bf16.h"
 
 #include "flambeau/core/parallel.h"
@@ -42,21 +43,14 @@ bool blas_view(const Tensor& t, CBLAS_TRANSPOSE* trans, int64_t* ld) {
 // or column tiles when C is short and wide), never on set_num_threads; flambeau's threads
 // take the tiles. Every element is then computed by the same single-threaded code path
 // whatever the thread count, so results are bitwise stable. Few tiles matter: each BLAS
-// call packs its own copy of the shared operand.
-void force_single_threaded_blas() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
-}
+// call packs its own copy of the shared operand (kernels::gemm_1t keeps OpenBLAS on the
+// calling thread).
 
 // out[n, m] = alpha * a[n, k] @ b[k, m] + beta * out, all of one float dtype (out contiguous).
 template <class T>
 void blas_gemm(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alpha, double beta) {
   const int64_t n = a_in.size(0), k = a_in.size(1), m = b_in.size(1);
   if (n == 0 || m == 0) return;
-  force_single_threaded_blas();
   CBLAS_TRANSPOSE ta, tb;
   int64_t lda, ldb;
   const Tensor a = blas_view(a_in, &ta, &lda) ? a_in : a_in.contiguous();
@@ -79,12 +73,8 @@ void blas_gemm(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alpha
       const T* tb_ptr = by_rows ? pb : pb + (tb == CblasNoTrans ? lo : lo * ldb);
       T* tc_ptr = by_rows ? pc + lo * ldc : pc + lo;
       const int rows = int(by_rows ? len : n), cols = int(by_rows ? m : len);
-      if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, int(k), float(alpha), ta_ptr, int(lda), tb_ptr, int(ldb),
-                    float(beta), tc_ptr, int(ldc));
-      else
-        cblas_dgemm(CblasRowMajor, ta, tb, rows, cols, int(k), alpha, ta_ptr, int(lda), tb_ptr, int(ldb), beta,
-                    tc_ptr, int(ldc));
+      kernels::gemm_1t(ta == CblasTrans, tb == CblasTrans, rows, cols, k, T(alpha), ta_ptr, lda, tb_ptr, ldb, T(beta),
+                       tc_ptr, ldc);
     }
   });
 }
