@@ -196,6 +196,31 @@ def test_loss_gradients_match_torch():
         assert_close(fx.grad, tx.grad, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_cross_entropy_gradients_match_torch(reduction, dtype):
+    # [N, C] logits with class indices take the fused path: every option, values and gradients.
+    r = np.random.default_rng(9)
+    x = (r.standard_normal((37, 300)) * 3).astype(dtype)
+    t = r.integers(0, 300, 37)
+    t[[3, 11]] = -100
+    w = (r.random(300) + 0.5).astype(dtype)
+    g = r.standard_normal(37).astype(dtype) if reduction == "none" else None
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == "float64" else dict(rtol=2e-5, atol=1e-6)
+    for kw in [{}, {"weight": w}, {"label_smoothing": 0.2}, {"weight": w, "label_smoothing": 0.3},
+               {"ignore_index": 7}]:
+        fx, tx = fl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        fkw = {k: fl.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+        tkw = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+        tt = np.where(t < 0, kw.get("ignore_index", -100), t)
+        fo = fl.nn.functional.cross_entropy(fx, fl.tensor(tt), reduction=reduction, **fkw)
+        to = torch.nn.functional.cross_entropy(tx, torch.tensor(tt), reduction=reduction, **tkw)
+        assert_close(fo, to, **tol)
+        (fo * fl.tensor(g)).sum().backward() if g is not None else fo.backward()
+        (to * torch.tensor(g)).sum().backward() if g is not None else to.backward()
+        assert_close(fx.grad, tx.grad, **tol)
+
+
 def test_cross_entropy_extra_dims_match_torch():
     r = np.random.default_rng(5)
     x = r.standard_normal((2, 5, 3, 4))

@@ -1,8 +1,12 @@
 // The losses of nn::functional, as composites of differentiable ops (log_softmax, gather,
-// where, softplus ...), so autograd derives their gradients. Every argument is checked
-// before anything is computed.
+// where, softplus ...), so autograd derives their gradients; cross_entropy over [N, C]
+// logits and class indices is one fused op. Every argument is checked before anything is
+// computed.
 #include <cmath>
 
+#include "flambeau/autograd/function.h"
+#include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/ops/ops.h"
 
@@ -110,6 +114,96 @@ Tensor cross_entropy_probs(const Tensor& logp, const Tensor& target, const std::
   return reduce(neg(sum(terms, {cd})), reduction);
 }
 
+// Note [Fused cross_entropy]
+// cross_entropy of logits x [N, C] (float32 / float64) against class indices in one pass
+// per row, keeping only each row's logsumexp: the backward rebuilds the softmax from x, so
+// nothing [N, C]-sized is kept or built besides the gradient (the composite keeps
+// log_softmax and its backward makes several [N, C] temporaries). Per row i with target t,
+// class weights w (ones when none; W their sum), smoothing s, v_i = 0 for ignored rows:
+//   loss_i = v_i [ (1-s) w_t (lse_i - x_it) + s/C (W lse_i - sum_j w_j x_ij) ]
+//   dloss_i/dx_ij = v_i [ ((1-s) w_t + s W / C) p_ij - (1-s) w_t [j = t] - s w_j / C ]
+// with p_ij = exp(x_ij - lse_i); "mean" divides by sum_i v_i w_t, as PyTorch (also the
+// smoothing term). Sums over rows run in double, in row order.
+template <class T>
+Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std::optional<Tensor>& weight,
+                           const std::string& reduction, double s) {
+  const Tensor x = input.contiguous();
+  const int64_t N = x.size(0), C = x.size(1);
+  const Tensor w = weight ? weight->detach().to(x.dtype()).contiguous() : Tensor();
+  const T* wp = w.defined() ? w.data<T>() : nullptr;
+  double W = double(C);
+  if (wp) {
+    W = 0;
+    for (int64_t j = 0; j < C; ++j) W += double(wp[j]);
+  }
+  Tensor lse = empty({N}, x.dtype()), rows = empty({N}, x.dtype());
+  const T* xp = x.data<T>();
+  const int64_t* tp = c.safe.data<int64_t>();
+  const T* vp = c.valid.data<T>();
+  T *lp = lse.data<T>(), *rp = rows.data<T>();
+  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+    std::vector<T> buf(static_cast<size_t>(C));
+    for (int64_t i = lo; i < hi; ++i) {
+      const T* row = xp + i * C;
+      std::copy_n(row, C, buf.data());
+      const T mx = kernels::max_of(row, C);
+      const double l = double(mx) + std::log(kernels::exp_shift_sum(buf.data(), C, mx));
+      lp[i] = T(l);
+      if (vp[i] == T(0)) {
+        rp[i] = T(0);
+        continue;
+      }
+      const double wt = wp ? double(wp[tp[i]]) : 1.0;
+      double loss = (1 - s) * wt * (l - double(row[tp[i]]));
+      if (s > 0) {
+        double dot = 0;
+        for (int64_t j = 0; j < C; ++j) dot += (wp ? double(wp[j]) : 1.0) * double(row[j]);
+        loss += s / double(C) * (W * l - dot);
+      }
+      rp[i] = T(loss);
+    }
+  });
+  double total = 0, den = 0;
+  const T* cp = c.counts.data<T>();
+  for (int64_t i = 0; i < N; ++i) total += double(rp[i]), den += double(cp[i]);
+  const bool mean = reduction == "mean", none = reduction == "none";
+  Tensor out = none ? rows.reshape(c.out_shape) : scalar_tensor(mean ? total / den : total, x.dtype());
+  autograd::record(
+      "CrossEntropyBackward", {&out}, {&input}, {x, lse},
+      [N, C, W, s, den, mean, none, w, safe = c.safe, valid = c.valid](const std::vector<Tensor>& grads,
+                                                                        const std::vector<Tensor>& saved) {
+        const Tensor g = grads[0].to(saved[0].dtype()).contiguous();
+        const T* wp = w.defined() ? w.data<T>() : nullptr;
+        Tensor dx = empty({N, C}, saved[0].dtype());
+        const T *xp = saved[0].data<T>(), *lp = saved[1].data<T>(), *gp = g.data<T>(), *vp = valid.data<T>();
+        const int64_t* tp = safe.data<int64_t>();
+        T* dp = dx.data<T>();
+        parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) {
+            T* d = dp + i * C;
+            const double coef = double(vp[i]) * double(none ? gp[i] : gp[0]) / (mean ? den : 1.0);
+            if (coef == 0) {
+              std::fill_n(d, C, T(0));
+              continue;
+            }
+            std::copy_n(xp + i * C, C, d);
+            kernels::exp_shift_sum(d, C, lp[i]);  // p = exp(x - lse)
+            const double wt = wp ? double(wp[tp[i]]) : 1.0;
+            const T a = T(coef * ((1 - s) * wt + s * W / double(C))), b = T(coef * s / double(C));
+            if (s > 0 && wp)
+              for (int64_t j = 0; j < C; ++j) d[j] = a * d[j] - b * wp[j];
+            else if (s > 0)
+              for (int64_t j = 0; j < C; ++j) d[j] = a * d[j] - b;
+            else
+              for (int64_t j = 0; j < C; ++j) d[j] *= a;
+            d[tp[i]] -= T(coef * (1 - s) * wt);
+          }
+        });
+        return std::vector<Tensor>{dx.reshape(saved[0].sizes())};
+      });
+  return out;
+}
+
 }  // namespace
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
@@ -138,6 +232,14 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
     return cross_entropy_probs(log_softmax(input, class_dim(input)), target, weight, reduction, label_smoothing);
   }
   const ClassTargets c = class_targets(op, input, target, weight, ignore_index);
+  // Note [Fused cross_entropy]: [N, C] (or [C]) logits in float32 / float64.
+  if (input.dim() <= 2 && (input.dtype() == kFloat32 || input.dtype() == kFloat64) &&
+      !(weight && autograd::requires_grad(*weight))) {
+    const Tensor x2 = input.dim() == 1 ? input.unsqueeze(0) : input;
+    Tensor out = input.dtype() == kFloat32 ? fused_cross_entropy<float>(x2, c, weight, reduction, label_smoothing)
+                                           : fused_cross_entropy<double>(x2, c, weight, reduction, label_smoothing);
+    return out;
+  }
   const Tensor logp = classes_last(log_softmax(input, class_dim(input)));
   const Tensor nll = nll_from(logp, c, reduction);
   if (label_smoothing == 0) return nll;
