@@ -125,30 +125,28 @@ def _is_native(mods):
     return all(isinstance(m, _NativeMask) for m in mods)
 
 
-def and_masks(*mask_mods):
-    """A mask_mod that is the intersection of the given ones (native when they all are)."""
+def _combine(mask_mods, is_and):
+    """The intersection (is_and) or union of mask_mods: native when they all are."""
     if not all(callable(m) for m in mask_mods):
         raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
     if _is_native(mask_mods):
-        return _NativeMask(_flex.and_masks([m._impl for m in mask_mods]),
-                           lambda b, h, q, kv: _fold(mask_mods, b, h, q, kv, True))
+        native = (_flex.and_masks if is_and else _flex.or_masks)([m._impl for m in mask_mods])
+        return _NativeMask(native, lambda b, h, q, kv: _fold(mask_mods, b, h, q, kv, is_and))
 
-    def and_mask(b, h, q_idx, kv_idx):
-        return _fold(mask_mods, b, h, q_idx, kv_idx, True)
-    return and_mask
+    def combined(b, h, q_idx, kv_idx):
+        return _fold(mask_mods, b, h, q_idx, kv_idx, is_and)
+    combined.__name__ = "and_mask" if is_and else "or_mask"
+    return combined
+
+
+def and_masks(*mask_mods):
+    """A mask_mod that is the intersection of the given ones (native when they all are)."""
+    return _combine(mask_mods, True)
 
 
 def or_masks(*mask_mods):
     """A mask_mod that is the union of the given ones (native when they all are)."""
-    if not all(callable(m) for m in mask_mods):
-        raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
-    if _is_native(mask_mods):
-        return _NativeMask(_flex.or_masks([m._impl for m in mask_mods]),
-                           lambda b, h, q, kv: _fold(mask_mods, b, h, q, kv, False))
-
-    def or_mask(b, h, q_idx, kv_idx):
-        return _fold(mask_mods, b, h, q_idx, kv_idx, False)
-    return or_mask
+    return _combine(mask_mods, False)
 
 
 def _fold(mods, b, h, q, kv, is_and):
