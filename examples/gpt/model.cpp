@@ -77,6 +77,23 @@ void rotate(const float* in, float* out, const float* c, const float* s, int64_t
   }
 }
 
+// Visits each (token n, head hh) of q, k, v [B, H, T, D] laid out as rows [B T, 3d] (q | k |
+// v): f(row offset of the head in the [B T, 3d] rows, offset in [B, H, T, D], RoPE's cos and
+// sin at the token's position pos0 + t).
+template <class F>
+void for_each_head(int64_t B, int64_t T, int64_t H, int64_t D, int64_t pos0, const Tensor& cos, const Tensor& sin,
+                   const F& f) {
+  const int64_t half = D / 2, d = H * D;
+  const float *cp = cos.data<float>(), *sp = sin.data<float>();
+  parallel_for(0, B * T, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n) {
+      const int64_t b = n / T, t = n % T;
+      for (int64_t h = 0; h < H; ++h)
+        f(n * 3 * d + h * D, ((b * H + h) * T + t) * D, cp + (pos0 + t) * half, sp + (pos0 + t) * half);
+    }
+  });
+}
+
 // h [..., d] as a contiguous [N, d], and weights [k, d] stacked into one [sum k, d], both
 // without history: the operands of one GEMM for several linear layers that share h.
 std::pair<Tensor, Tensor> stacked(const Tensor& h, const std::vector<const Tensor*>& weights) {
@@ -158,19 +175,12 @@ std::array<Tensor, 3> Gpt::qkv(const Block& b, const Tensor& h, int64_t pos0) co
   const Tensor y = mm(h2, w.t());  // [B T, 3d]
   std::array<Tensor, 3> out{empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32),
                             empty({B, H, T, D}, kFloat32)};
-  const float *yp = y.data<float>(), *cp = cos_.data<float>(), *sp = sin_.data<float>();
+  const float* yp = y.data<float>();
   float *qp = out[0].data<float>(), *kp = out[1].data<float>(), *vp = out[2].data<float>();
-  parallel_for(0, B * T, 16, [&](int64_t lo, int64_t hi) {
-    for (int64_t n = lo; n < hi; ++n) {
-      const int64_t bi = n / T, t = n % T;
-      const float *c = cp + (pos0 + t) * half, *s = sp + (pos0 + t) * half, *row = yp + n * 3 * d;
-      for (int64_t hh = 0; hh < H; ++hh) {
-        const int64_t o = ((bi * H + hh) * T + t) * D;
-        rotate(row + hh * D, qp + o, c, s, half, 1.f);
-        rotate(row + d + hh * D, kp + o, c, s, half, 1.f);
-        std::copy_n(row + 2 * d + hh * D, D, vp + o);
-      }
-    }
+  for_each_head(B, T, H, D, pos0, cos_, sin_, [&](int64_t r, int64_t o, const float* c, const float* s) {
+    rotate(yp + r, qp + o, c, s, half, 1.f);
+    rotate(yp + r + d, kp + o, c, s, half, 1.f);
+    std::copy_n(yp + r + 2 * d, D, vp + o);
   });
   autograd::record(
       "QkvRopeBackward", {&out[0], &out[1], &out[2]}, {&h, &b.wq->weight, &b.wk->weight, &b.wv->weight}, {h2, w},
@@ -179,20 +189,11 @@ std::array<Tensor, 3> Gpt::qkv(const Block& b, const Tensor& h, int64_t pos0) co
         const Tensor dq = g[0].contiguous(), dk = g[1].contiguous(), dv = g[2].contiguous();
         Tensor dy = empty({B * T, 3 * d}, kFloat32);
         const float *gq = dq.data<float>(), *gk = dk.data<float>(), *gv = dv.data<float>();
-        const float *cp = cs.data<float>(), *sp = sn.data<float>();
         float* dyp = dy.data<float>();
-        parallel_for(0, B * T, 16, [&](int64_t lo, int64_t hi) {
-          for (int64_t n = lo; n < hi; ++n) {
-            const int64_t bi = n / T, t = n % T;
-            const float *c = cp + (pos0 + t) * half, *s = sp + (pos0 + t) * half;
-            float* row = dyp + n * 3 * d;
-            for (int64_t hh = 0; hh < H; ++hh) {
-              const int64_t o = ((bi * H + hh) * T + t) * D;
-              rotate(gq + o, row + hh * D, c, s, half, -1.f);
-              rotate(gk + o, row + d + hh * D, c, s, half, -1.f);
-              std::copy_n(gv + o, D, row + 2 * d + hh * D);
-            }
-          }
+        for_each_head(B, T, H, D, pos0, cs, sn, [&](int64_t r, int64_t o, const float* c, const float* s) {
+          rotate(gq + o, dyp + r, c, s, half, -1.f);
+          rotate(gk + o, dyp + r + d, c, s, half, -1.f);
+          std::copy_n(gv + o, D, dyp + r + 2 * d);
         });
         return stacked_grads(dy, saved[0], saved[1], {B, T, d}, 3);
       });

@@ -13,9 +13,9 @@ namespace flambeau {
 namespace {
 std::atomic<int> g_num_threads{0};  // 0: not set, use OpenMP's default
 
-// OpenMP's default team size, read when the library loads: later calls can lower
-// omp_get_max_threads() for the whole process (OpenMP OpenBLAS's
-// openblas_set_num_threads(1), which matmul makes, calls omp_set_num_threads(1)).
+// OpenMP's default team size, read when the library loads: omp_get_max_threads() is not a
+// reliable default later (openblas_set_num_threads changes it for the process, and
+// kernels::gemm_1t lowers it around each BLAS call).
 int default_threads() {
   static const int n = omp_get_max_threads();
   return n;

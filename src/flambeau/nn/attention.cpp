@@ -21,13 +21,6 @@ namespace {
 
 constexpr int64_t kBq = 64, kBk = 256;
 
-// c[m, n] = alpha * a[m, k] @ op(b) + beta * c, row-major; op(b) = b^T when trans_b.
-template <class T>
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
-  kernels::gemm_1t(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 // Everything the kernels need about one call, as [B, H, L, E] contiguous tensors.
 struct Problem {
   int64_t B = 0, Hq = 0, Hkv = 0, L = 0, S = 0, E = 0, Ev = 0;
@@ -78,7 +71,7 @@ void forward(const Problem& p, const T* q, const T* k, const T* v, T* out, T* ls
       std::fill(l.begin(), l.end(), T(0));
       for (int64_t j0 = 0, jend = key_end(p, i0, rows); j0 < jend; j0 += kBk) {
         const int64_t cols = std::min(kBk, jend - j0);
-        gemm<T>(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
+        kernels::gemm_1t(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
         apply_mask(p, b, h, i0, rows, j0, cols, s.data());
         for (int64_t r = 0; r < rows; ++r) {
           T* sr = s.data() + r * kBk;
@@ -94,7 +87,7 @@ void forward(const Problem& p, const T* q, const T* k, const T* v, T* out, T* ls
           if (corr != T(1))
             for (int64_t e = 0; e < p.Ev; ++e) acc[size_t(r * p.Ev + e)] *= corr;
         }
-        gemm<T>(false, false, rows, p.Ev, cols, T(1), s.data(), kBk, vh + j0 * p.Ev, p.Ev, T(1), acc.data(), p.Ev);
+        kernels::gemm_1t(false, false, rows, p.Ev, cols, T(1), s.data(), kBk, vh + j0 * p.Ev, p.Ev, T(1), acc.data(), p.Ev);
       }
       for (int64_t r = 0; r < rows; ++r) {
         const T lr = l[size_t(r)], inv = lr > 0 ? T(1) / lr : T(0);
@@ -134,7 +127,7 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
           }
           for (int64_t j0 = 0, jend = key_end(p, i0, rows); j0 < jend; j0 += kBk) {
             const int64_t cols = std::min(kBk, jend - j0);
-            gemm<T>(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
+            kernels::gemm_1t(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
             apply_mask(p, b, h, i0, rows, j0, cols, s.data());
             for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse); rows that see nothing get 0
               T* sr = s.data() + r * kBk;
@@ -145,15 +138,15 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
               kernels::exp_shift_sum(sr, cols, lt[r]);
             }
             // dV += P^T dO ; dP = dO V^T ; dS = P (dP - D) ; dQ += dS K scale ; dK += dS^T Q scale
-            gemm<T>(true, false, cols, p.Ev, rows, T(1), s.data(), kBk, dot, p.Ev, T(1), dvh + j0 * p.Ev, p.Ev);
-            gemm<T>(false, true, rows, cols, p.Ev, T(1), dot, p.Ev, vh + j0 * p.Ev, p.Ev, T(0), dp.data(), kBk);
+            kernels::gemm_1t(true, false, cols, p.Ev, rows, T(1), s.data(), kBk, dot, p.Ev, T(1), dvh + j0 * p.Ev, p.Ev);
+            kernels::gemm_1t(false, true, rows, cols, p.Ev, T(1), dot, p.Ev, vh + j0 * p.Ev, p.Ev, T(0), dp.data(), kBk);
             for (int64_t r = 0; r < rows; ++r)
               for (int64_t c = 0; c < cols; ++c) {
                 const size_t at = size_t(r * kBk + c);
                 dp[at] = s[at] * (dp[at] - drow[size_t(r)]);
               }
-            gemm<T>(false, false, rows, p.E, cols, T(p.scale), dp.data(), kBk, kh + j0 * p.E, p.E, T(1), dqt, p.E);
-            gemm<T>(true, false, cols, p.E, rows, T(p.scale), dp.data(), kBk, qt, p.E, T(1), dkh + j0 * p.E, p.E);
+            kernels::gemm_1t(false, false, rows, p.E, cols, T(p.scale), dp.data(), kBk, kh + j0 * p.E, p.E, T(1), dqt, p.E);
+            kernels::gemm_1t(true, false, cols, p.E, rows, T(p.scale), dp.data(), kBk, qt, p.E, T(1), dkh + j0 * p.E, p.E);
           }
         }
       }

@@ -136,12 +136,13 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
     W = 0;
     for (int64_t j = 0; j < C; ++j) W += double(wp[j]);
   }
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1));  // rows per task
   Tensor lse = empty({N}, x.dtype()), rows = empty({N}, x.dtype());
   const T* xp = x.data<T>();
   const int64_t* tp = c.safe.data<int64_t>();
   const T* vp = c.valid.data<T>();
   T *lp = lse.data<T>(), *rp = rows.data<T>();
-  parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, N, grain, [&](int64_t lo, int64_t hi) {
     std::vector<T> buf(static_cast<size_t>(C));
     for (int64_t i = lo; i < hi; ++i) {
       const T* row = xp + i * C;
@@ -170,7 +171,7 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
   Tensor out = none ? rows.reshape(c.out_shape) : scalar_tensor(mean ? total / den : total, x.dtype());
   autograd::record(
       "CrossEntropyBackward", {&out}, {&input}, {x, lse},
-      [N, C, W, s, den, mean, none, w, safe = c.safe, valid = c.valid](const std::vector<Tensor>& grads,
+      [N, C, W, s, den, mean, none, grain, w, safe = c.safe, valid = c.valid](const std::vector<Tensor>& grads,
                                                                         const std::vector<Tensor>& saved) {
         const Tensor g = grads[0].to(saved[0].dtype()).contiguous();
         const T* wp = w.defined() ? w.data<T>() : nullptr;
@@ -178,7 +179,7 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
         const T *xp = saved[0].data<T>(), *lp = saved[1].data<T>(), *gp = g.data<T>(), *vp = valid.data<T>();
         const int64_t* tp = safe.data<int64_t>();
         T* dp = dx.data<T>();
-        parallel_for(0, N, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t lo, int64_t hi) {
+        parallel_for(0, N, grain, [&](int64_t lo, int64_t hi) {
           for (int64_t i = lo; i < hi; ++i) {
             T* d = dp + i * C;
             const double coef = double(vp[i]) * double(none ? gp[i] : gp[0]) / (mean ? den : 1.0);
