@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "flambeau/kernels/cpu/capabilities.h"
 #include "config.h"
 #include "gpt.h"
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     };
     apply();  // out_dir may come from here
     if (checkpoint.empty()) checkpoint = c.out_dir + "/ckpt.safetensors";
+    if (cmd == "train" || cmd == "bench") std::fprintf(stderr, "%s\n", flambeau::backends::cpu::capabilities_line().c_str());
     if (cmd == "train") {
       if (resume) {
         if (!std::filesystem::exists(checkpoint)) throw std::invalid_argument("no checkpoint at '" + checkpoint + "' to resume from");

@@ -7,7 +7,7 @@ from . import _C
 from ._C import *  # noqa: F401,F403  (dtypes, Tensor, factories, ops)
 from ._C import Generator, Tensor, device, dtype, memory  # noqa: F401
 from . import autograd, nn, optim, utils  # noqa: F401
-from . import safetensors  # noqa: F401
+from . import backends, safetensors  # noqa: F401
 from .serialization import load, save  # noqa: F401
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 

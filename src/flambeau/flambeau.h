@@ -6,6 +6,7 @@
 #include "flambeau/core/parallel.h"
 #include "flambeau/core/tensor.h"
 #include "flambeau/io/safetensors.h"
+#include "flambeau/kernels/cpu/capabilities.h"
 #include "flambeau/nn/attention.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/init.h"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "flambeau/core/parallel.h"
-#include "flambeau/kernels/cpu/gemm_bf16.h"
+#include "flambeau/kernels/cpu/gemm16.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/ops.h"
 
@@ -212,18 +212,15 @@ class Chunked {
     }
   }
 
-  // bfloat16 logits through oneDNN where the CPU has AVX512-BF16 (x and W are exact in
-  // bf16, so this loses nothing); false: use the float32 path.
+  // bfloat16 logits through the 16-bit GEMM where the CPU multiplies bf16 natively (x and W
+  // are exact in bf16, so this loses nothing); false: use the float32 path.
   bool native_bf16_logits(int64_t r0, int64_t m, int64_t v0, int64_t n, T* C) {
     if constexpr (!std::is_same_v<T, float>) return false;
     else {
-      if (a_.x.dtype() != kBFloat16 || !kernels::bf16_gemm_native() || D_ == 0) return false;
-      std::vector<float> out(size_t(m * n));
-      const BFloat16* x = a_.x.data<BFloat16>() + r0 * D_;
-      const BFloat16* w = a_.w.data<BFloat16>() + v0 * D_;
-      // b = W_t^T as [D, n]: element (d, c) at w[c * D + d].
-      if (!kernels::bf16_gemm_onednn(x, D_, 1, w, 1, D_, out.data(), m, D_, n)) return false;
-      for (int64_t r = 0; r < m; ++r) std::copy_n(out.data() + r * n, n, C + r * ld_);
+      if (a_.x.dtype() != kBFloat16 || !kernels::gemm16_native(true) || D_ == 0) return false;
+      // logits = x W_t^T: W's rows [v0, v0 + n) are op(b)'s columns.
+      kernels::gemm16(false, true, m, n, D_, 1.f, a_.x.data<BFloat16>() + r0 * D_, D_,
+                      a_.w.data<BFloat16>() + v0 * D_, D_, 0.f, C, ld_);
       return true;
     }
   }

@@ -1,15 +1,14 @@
 // Matrix products: mm, bmm, matmul (PyTorch's broadcasting and 1-D rules), addmm,
-// baddbmm, linear, outer, dot. float32/float64 go to OpenBLAS (s/dgemm), with transposed
-// operands passed as BLAS transposes instead of copies; bfloat16 runs on oneDNN where the CPU
-// has AVX512-BF16; otherwise float16/bfloat16 are converted to float32, multiplied there and
-// rounded once; integers use an int64-accumulating loop.
+// baddbmm, linear, outer, dot. float32/float64 go to OpenBLAS (s/dgemm), bfloat16/float16 to
+// kernels::gemm16 (float32 accumulation, rounded once), with transposed operands passed as
+// transposes instead of copies; integers use an int64-accumulating loop.
 #include <cblas.h>
-#include <omp.h>
+#include <type_traits>
 
 #include <algorithm>
 
 #include "flambeau/kernels/cpu/blas.h"
-#include "flambeau/kernels/cpu/gemm_bf16.h"
+#include "flambeau/kernels/cpu/gemm16.h"
 
 #include "flambeau/core/parallel.h"
 #include "flambeau/autograd/derivatives.h"
@@ -38,17 +37,10 @@ bool blas_view(const Tensor& t, CBLAS_TRANSPOSE* trans, int64_t* ld) {
   return false;
 }
 
-// Note [Deterministic GEMM]: BLAS runs single-threaded on tiles of C whose shape depends
-// only on the problem size and the machine's processor count (one row tile per processor,
-// or column tiles when C is short and wide), never on set_num_threads; flambeau's threads
-// take the tiles. Every element is then computed by the same single-threaded code path
-// whatever the thread count, so results are bitwise stable. Few tiles matter: each BLAS
-// call packs its own copy of the shared operand (kernels::gemm_1t keeps OpenBLAS on the
-// calling thread).
-
-// out[n, m] = alpha * a[n, k] @ b[k, m] + beta * out, all of one float dtype (out contiguous).
+// out[n, m] = alpha * a[n, k] @ b[k, m] + beta * out for a float dtype (out contiguous);
+// operands that BLAS can read as they are (row-major or transposed) are not copied.
 template <class T>
-void blas_gemm(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alpha, double beta) {
+void float_gemm(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alpha, double beta) {
   const int64_t n = a_in.size(0), k = a_in.size(1), m = b_in.size(1);
   if (n == 0 || m == 0) return;
   CBLAS_TRANSPOSE ta, tb;
@@ -58,25 +50,13 @@ void blas_gemm(const Tensor& a_in, const Tensor& b_in, Tensor& out, double alpha
   blas_view(a, &ta, &lda);
   blas_view(b, &tb, &ldb);
   const int64_t ldc = std::max<int64_t>(m, 1);
-  const bool by_rows = n >= 64 || m < 512;
-  static const int64_t procs = std::clamp<int64_t>(omp_get_num_procs(), 1, 64);
-  const int64_t extent = by_rows ? n : m, tile = std::max<int64_t>(128, (extent + procs - 1) / procs);
-  const int64_t tiles = (extent + tile - 1) / tile;
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
-  T* pc = out.data<T>();
-  const int64_t work = n * m * std::max<int64_t>(k, 1);
-  parallel_for(0, tiles, work >= (int64_t(1) << 22) ? 1 : tiles, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t lo = t * tile, len = std::min(tile, extent - lo);
-      const T* ta_ptr = by_rows ? pa + (ta == CblasNoTrans ? lo * lda : lo) : pa;
-      const T* tb_ptr = by_rows ? pb : pb + (tb == CblasNoTrans ? lo : lo * ldb);
-      T* tc_ptr = by_rows ? pc + lo * ldc : pc + lo;
-      const int rows = int(by_rows ? len : n), cols = int(by_rows ? m : len);
-      kernels::gemm_1t(ta == CblasTrans, tb == CblasTrans, rows, cols, k, T(alpha), ta_ptr, lda, tb_ptr, ldb, T(beta),
-                       tc_ptr, ldc);
-    }
-  });
+  const bool at = ta == CblasTrans, bt = tb == CblasTrans;
+  if constexpr (std::is_same_v<T, float>)
+    kernels::gemm_f32(at, bt, n, m, k, float(alpha), a.data<T>(), lda, b.data<T>(), ldb, float(beta), out.data<T>(), ldc);
+  else if constexpr (std::is_same_v<T, double>)
+    kernels::gemm_f64(at, bt, n, m, k, alpha, a.data<T>(), lda, b.data<T>(), ldb, beta, out.data<T>(), ldc);
+  else
+    kernels::gemm16(at, bt, n, m, k, float(alpha), a.data<T>(), lda, b.data<T>(), ldb, float(beta), out.data<T>(), ldc);
 }
 
 // Integer products: int64 accumulation (wrapping), rows in parallel.
@@ -104,32 +84,13 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
             dtype_name(a.dtype()), " != ", dtype_name(b.dtype()));
 }
 
-// bf16 through oneDNN: the float32 product is scaled, added to beta * out and rounded once.
-// False when oneDNN declines the problem (the caller falls back to float32 sgemm).
-bool native_bf16_gemm(const Tensor& a, const Tensor& b, Tensor& out, Scalar alpha, Scalar beta) {
-  const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
-  Tensor prod = empty({n, m}, kFloat32);
-  if (!kernels::bf16_gemm_onednn(a.data<BFloat16>(), a.stride(0), a.stride(1), b.data<BFloat16>(), b.stride(0),
-                                 b.stride(1), prod.data<float>(), n, k, m))
-    return false;
-  if (alpha.to_double() != 1) prod = mul(prod, alpha);
-  if (beta.to_double() != 0) prod = add(prod, out.to(kFloat32), beta);
-  out.copy_(prod);
-  return true;
-}
-
 // out = alpha * a @ b + beta * out for 2-D a, b (shapes checked by the caller).
 void gemm(const Tensor& a, const Tensor& b, Tensor& out, Scalar alpha, Scalar beta) {
   const DType dt = a.dtype();
-  if (dt == kFloat32) return blas_gemm<float>(a, b, out, alpha.to_double(), beta.to_double());
-  if (dt == kFloat64) return blas_gemm<double>(a, b, out, alpha.to_double(), beta.to_double());
-  if (dt == kBFloat16 && kernels::bf16_gemm_native() && native_bf16_gemm(a, b, out, alpha, beta)) return;
-  if (is_reduced_float(dt)) {
-    Tensor acc = beta.to_double() != 0 ? out.to(kFloat32).contiguous() : empty(out.sizes(), kFloat32);
-    blas_gemm<float>(a.to(kFloat32), b.to(kFloat32), acc, alpha.to_double(), beta.to_double());
-    out.copy_(acc);
-    return;
-  }
+  if (dt == kFloat32) return float_gemm<float>(a, b, out, alpha.to_double(), beta.to_double());
+  if (dt == kFloat64) return float_gemm<double>(a, b, out, alpha.to_double(), beta.to_double());
+  if (dt == kBFloat16) return float_gemm<BFloat16>(a, b, out, alpha.to_double(), beta.to_double());
+  if (dt == kFloat16) return float_gemm<Half>(a, b, out, alpha.to_double(), beta.to_double());
   FLB_CHECK(dt != kBool, TypeError, "[mm] not implemented for 'bool'");
   int_gemm(a, b, out, alpha.to_int(), beta.to_int());
 }
@@ -144,9 +105,7 @@ void check_mm(const char* op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-const char* bf16_matmul_backend() {
-  return kernels::bf16_gemm_native() ? "oneDNN (AVX512-BF16)" : "float32 OpenBLAS (no AVX512-BF16 on this CPU)";
-}
+const char* bf16_matmul_backend() { return kernels::gemm16_backend(true); }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b);
@@ -233,13 +192,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 2 && b.dim() == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
   const int64_t k = a.size(-1);
   if (b.dim() <= 2) {
-    // Fold a's batch dims into rows: one large GEMM.
+    // Fold a's batch dims into rows: one large GEMM (rows counted, not -1: k may be 0).
     const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
     Dims shape(a.sizes().begin(), a.sizes().size() - 1);
     if (b.dim() == 2) shape.push_back(b.size(1));
     FLB_CHECK(k == b2.size(0), ValueError, "[matmul] shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
               " cannot be multiplied");
-    return mm(a.reshape({-1, k}), b2).reshape(shape);
+    return mm(a.reshape({numel_of(Dims(a.sizes().begin(), a.sizes().size() - 1)), k}), b2).reshape(shape);
   }
   // Batched: 1-D operands gain a dim that is removed again; batch dims broadcast.
   const Tensor a3 = a.dim() == 1 ? a.unsqueeze(0) : a, b3 = b;
@@ -262,7 +221,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias)
             " cannot be multiplied by weight of shape ", shape_str(weight.sizes()));
   Dims shape(x.sizes().begin(), x.sizes().size() - 1);
   shape.push_back(weight.size(0));
-  const Tensor x2 = x.reshape({-1, x.size(-1)});
+  const Tensor x2 = x.reshape({numel_of(Dims(x.sizes().begin(), x.sizes().size() - 1)), x.size(-1)});
   const Tensor y = bias ? addmm(*bias, x2, weight.t()) : mm(x2, weight.t());
   return y.reshape(shape);
 }

@@ -1,11 +1,15 @@
 // OpenBLAS (its OpenMP build) runs a call made outside a parallel region on
 // omp_get_max_threads() threads, a number that follows set_num_threads (and that
 // openblas_set_num_threads changes for the whole process). So each call here lowers it to 1
-// for its duration: the result of a call never depends on the thread count.
+// for its duration, and flambeau's threads split the product themselves.
 #include "flambeau/kernels/cpu/blas.h"
 
 #include <cblas.h>
 #include <omp.h>
+
+#include <algorithm>
+
+#include "flambeau/core/parallel.h"
 
 namespace flambeau::kernels {
 namespace {
@@ -25,6 +29,37 @@ class OneThread {
 
 CBLAS_TRANSPOSE op(bool t) { return t ? CblasTrans : CblasNoTrans; }
 
+// Note [Deterministic GEMM]: BLAS runs single-threaded on tiles of C whose shape depends
+// only on the problem size and the machine's processor count (one row tile per processor,
+// or column tiles when C is short and wide), never on set_num_threads; flambeau's threads
+// take the tiles. Every element is then computed by the same single-threaded code path
+// whatever the thread count, so results are bitwise stable. Few tiles matter: each BLAS
+// call packs its own copy of the shared operand.
+template <class T>
+void gemm_tiled(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta != T(0) ? beta * c[i * ldc + j] : T(0);
+    return;
+  }
+  const bool by_rows = m >= 64 || n < 512;
+  static const int64_t procs = std::clamp<int64_t>(omp_get_num_procs(), 1, 64);
+  const int64_t extent = by_rows ? m : n, tile = std::max<int64_t>(128, (extent + procs - 1) / procs);
+  const int64_t tiles = (extent + tile - 1) / tile;
+  const int64_t work = m * n * k;
+  parallel_for(0, tiles, work >= (int64_t(1) << 22) ? 1 : tiles, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t lo = t * tile, len = std::min(tile, extent - lo);
+      const T* pa = by_rows ? a + (ta ? lo : lo * lda) : a;
+      const T* pb = by_rows ? b : b + (tb ? lo * ldb : lo);
+      gemm_1t(ta, tb, by_rows ? len : m, by_rows ? n : len, k, alpha, pa, lda, pb, ldb, beta,
+              by_rows ? c + lo * ldc : c + lo, ldc);
+    }
+  });
+}
+
 }  // namespace
 
 void gemm_1t(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
@@ -39,6 +74,16 @@ void gemm_1t(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double
   const OneThread one;
   cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta,
               c, int(ldc));
+}
+
+void gemm_f32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_tiled(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_f64(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+              int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm_tiled(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace flambeau::kernels

@@ -20,6 +20,9 @@ template <class T, class Out>
 void gemm16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
             const T* b, int64_t ldb, float beta, Out* c, int64_t ldc);
 
+// True when bfloat16 (is_bf16) or float16 products run on 16-bit hardware here, not widened.
+bool gemm16_native(bool is_bf16);
+
 // Which kernel runs 16-bit GEMMs of this element type here ("AVX512-BF16", "float32 (AVX2)", ...).
 const char* gemm16_backend(bool is_bf16);
 

@@ -1,10 +1,10 @@
-// Stand-in for gemm_bf16_onednn.cpp when flambeau is built without oneDNN: bf16 GEMMs
-// always take the float32 fallback.
+// Stand-in for gemm_bf16_onednn.cpp when flambeau is built without oneDNN: the AMX path is
+// never taken (Note [16-bit GEMM paths] in gemm16.cpp).
 #include "flambeau/kernels/cpu/gemm_bf16.h"
 
 namespace flambeau::kernels {
 
-bool bf16_gemm_native() { return false; }
+bool onednn_built() { return false; }
 
 bool bf16_gemm_onednn(const BFloat16*, int64_t, int64_t, const BFloat16*, int64_t, int64_t, float*, int64_t, int64_t,
                       int64_t) {

@@ -1,0 +1,20 @@
+// Entry points shared by gemm16.cpp and the ISA-specific 16-bit GEMM kernels.
+#pragma once
+#include <cstdint>
+
+#include "flambeau/core/half.h"
+
+namespace flambeau::kernels {
+
+// The AVX512-BF16 kernel (gemm16_avx512.cpp): same contract as gemm16, m, n, k > 0. Only call
+// it where cpu_info() reports AVX512-BF16 and AVX-512 core.
+template <class Out>
+void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a,
+                      int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc);
+
+// The portable path: op(a), op(b) widened to float32, then the float32 GEMM (gemm_f32).
+template <class T, class Out>
+void gemm16_widened(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
+                    int64_t lda, const T* b, int64_t ldb, float beta, Out* c, int64_t ldc);
+
+}  // namespace flambeau::kernels
