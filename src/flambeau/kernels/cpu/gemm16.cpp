@@ -15,6 +15,7 @@
 #include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/gemm16_internal.h"
 #include "flambeau/kernels/cpu/gemm_bf16.h"
+#include "flambeau/kernels/cpu/simd.h"
 
 namespace flambeau::kernels {
 
@@ -54,40 +55,50 @@ class OneOmpThread {
   int saved_;
 };
 
-// out[i, j] = Out(alpha * s[i, j] + beta * out[i, j]) for an m x n block (s row stride lds).
-template <class Out>
-void epilogue(int64_t m, int64_t n, const float* s, int64_t lds, float alpha, float beta, Out* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = alpha * s[i * lds + j];
-      c[i * ldc + j] = Out(beta != 0.f ? v + beta * float(c[i * ldc + j]) : v);
-    }
-}
-
-// op(x) ([rows, cols]) widened into a row-major float32 matrix.
+// The stored matrix x ([rows, cols], row stride ld) widened to a dense float32 one, a row at a time.
 template <class T>
-std::vector<float> widen(bool trans, int64_t rows, int64_t cols, const T* x, int64_t ld) {
+std::vector<float> widen(int64_t rows, int64_t cols, const T* x, int64_t ld) {
   std::vector<float> out(size_t(rows * cols));
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i)
-      for (int64_t j = 0; j < cols; ++j) out[size_t(i * cols + j)] = float(trans ? x[j * ld + i] : x[i * ld + j]);
+    for (int64_t i = r0; i < r1; ++i) {
+      if constexpr (std::is_same_v<T, BFloat16>) bf16_to_f32(x + i * ld, out.data() + i * cols, cols);
+      else f16_to_f32(x + i * ld, out.data() + i * cols, cols);
+    }
   });
   return out;
 }
 
 }  // namespace
 
+template <class Out>
+void store_scaled(int64_t m, int64_t n, const float* s, int64_t lds, float alpha, float beta, Out* c, int64_t ldc) {
+  std::vector<float> row(std::is_same_v<Out, float> ? 0 : size_t(n));
+  for (int64_t i = 0; i < m; ++i) {
+    const float* si = s + i * lds;
+    Out* ci = c + i * ldc;
+    if constexpr (std::is_same_v<Out, float>) {
+      for (int64_t j = 0; j < n; ++j) ci[j] = beta != 0.f ? alpha * si[j] + beta * ci[j] : alpha * si[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) row[size_t(j)] = beta != 0.f ? alpha * si[j] + beta * float(ci[j]) : alpha * si[j];
+      if constexpr (std::is_same_v<Out, BFloat16>) f32_to_bf16(row.data(), ci, n);
+      else f32_to_f16(row.data(), ci, n);
+    }
+  }
+}
+
 template <class T, class Out>
 void gemm16_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
                     const T* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
-  const std::vector<float> af = widen(ta, m, k, a, lda), bf = widen(tb, k, n, b, ldb);
+  // The stored matrices are widened as they are; the float32 GEMM applies the transposes.
+  const std::vector<float> af = widen(ta ? k : m, ta ? m : k, a, lda), bf = widen(tb ? n : k, tb ? k : n, b, ldb);
+  const int64_t lda32 = ta ? m : k, ldb32 = tb ? k : n;
   if constexpr (std::is_same_v<Out, float>) {
-    gemm_f32(false, false, m, n, k, alpha, af.data(), k, bf.data(), n, beta, c, ldc);
+    gemm_f32(ta, tb, m, n, k, alpha, af.data(), lda32, bf.data(), ldb32, beta, c, ldc);
   } else {
     std::vector<float> s(size_t(m * n));
-    gemm_f32(false, false, m, n, k, 1.f, af.data(), k, bf.data(), n, 0.f, s.data(), n);
+    gemm_f32(ta, tb, m, n, k, 1.f, af.data(), lda32, bf.data(), ldb32, 0.f, s.data(), n);
     parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-      epilogue(r1 - r0, n, s.data() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
+      store_scaled(r1 - r0, n, s.data() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
     });
   }
 }
@@ -112,7 +123,7 @@ bool gemm16_amx(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
   });
   if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
   parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-    epilogue(r1 - r0, n, s.data() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
+    store_scaled(r1 - r0, n, s.data() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
   });
   return true;
 }
@@ -158,5 +169,8 @@ FLB_GEMM16(BFloat16, BFloat16)
 FLB_GEMM16(Half, float)
 FLB_GEMM16(Half, Half)
 #undef FLB_GEMM16
+template void store_scaled<float>(int64_t, int64_t, const float*, int64_t, float, float, float*, int64_t);
+template void store_scaled<BFloat16>(int64_t, int64_t, const float*, int64_t, float, float, BFloat16*, int64_t);
+template void store_scaled<Half>(int64_t, int64_t, const float*, int64_t, float, float, Half*, int64_t);
 
 }  // namespace flambeau::kernels

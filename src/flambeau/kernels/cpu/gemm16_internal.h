@@ -12,6 +12,11 @@ template <class Out>
 void gemm_bf16_avx512(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* a,
                       int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc);
 
+// c[i, j] = Out(alpha * s[i, j] + beta * c[i, j]) for an m x n block (s row stride lds),
+// rounded once; beta == 0 never reads c. Out is float, BFloat16 or Half.
+template <class Out>
+void store_scaled(int64_t m, int64_t n, const float* s, int64_t lds, float alpha, float beta, Out* c, int64_t ldc);
+
 // The portable path: op(a), op(b) widened to float32, then the float32 GEMM (gemm_f32).
 template <class T, class Out>
 void gemm16_widened(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const T* a,
