@@ -126,7 +126,7 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
     }
     auto node = std::make_shared<autograd::FunctionNode>(
         node_name,
-        [fn, n_in](const std::vector<Tensor>& grads, const std::vector<Tensor>&) {
+        [fn, n_in, node_name](const std::vector<Tensor>& grads, const std::vector<Tensor>&) {
           nb::gil_scoped_acquire gil;
           nb::list args;
           for (const Tensor& g : grads) args.append(g);
