@@ -18,8 +18,7 @@ autograd::TensorHook python_hook(nb::object fn) {
   auto holder = std::make_shared<nb::object>(std::move(fn));
   return [holder](const Tensor& g) -> Tensor {
     nb::gil_scoped_acquire gil;
-    nb::object r = (*holder)(g);
-    return r.is_none() ? Tensor() : nb::cast<Tensor>(r);
+    return callback_tensor((*holder)(g), "register_hook");
   };
 }
 
@@ -28,11 +27,21 @@ std::vector<Tensor> tensors_of(nb::handle h) {
   if (h.is_none()) return out;
   Tensor* t = nullptr;
   if (nb::try_cast<Tensor*>(h, t) && t) return {*t};
-  for (nb::handle item : h) out.push_back(item.is_none() ? Tensor() : nb::cast<Tensor>(item));
+  FLB_CHECK(nb::isinstance<nb::sequence>(h), TypeError, "[autograd] expected a Tensor or a sequence of Tensors, got ",
+            nb::type_name(h.type()).c_str());
+  for (nb::handle item : h) out.push_back(callback_tensor(item, "autograd"));
   return out;
 }
 
 }  // namespace
+
+Tensor callback_tensor(nb::handle r, const char* what) {
+  if (r.is_none()) return Tensor();
+  Tensor* t = nullptr;
+  FLB_CHECK(nb::try_cast<Tensor*>(r, t) && t, TypeError, "[", what, "] expected a Tensor or None, got ",
+            nb::type_name(r.type()).c_str());
+  return *t;
+}
 
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
   nb::class_<autograd::Node>(m, "Node")
@@ -74,7 +83,9 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
         auto holder = std::make_shared<nb::object>(std::move(fn));
         autograd::meta_of(t).post_accumulate_hooks.push_back([holder](Tensor& leaf) {
           nb::gil_scoped_acquire gil;
-          (*holder)(leaf);
+          nb::object r = (*holder)(leaf);
+          FLB_CHECK(r.is_none(), TypeError, "[register_post_accumulate_grad_hook] the hook must return None, got ",
+                    nb::type_name(r.type()).c_str());
         });
       }, "hook"_a);
 
@@ -115,14 +126,16 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
     }
     auto node = std::make_shared<autograd::FunctionNode>(
         node_name,
-        [fn, n_in](const std::vector<Tensor>& grads, const std::vector<Tensor>&) {
+        [fn, n_in, node_name](const std::vector<Tensor>& grads, const std::vector<Tensor>&) {
           nb::gil_scoped_acquire gil;
           nb::list args;
           for (const Tensor& g : grads) args.append(g);
           nb::object r = (*fn)(*nb::tuple(args));
           std::vector<Tensor> out;
           if (nb::isinstance<Tensor>(r) || r.is_none()) r = nb::make_tuple(r);
-          for (nb::handle h : r) out.push_back(h.is_none() ? Tensor() : nb::cast<Tensor>(h));
+          FLB_CHECK(nb::isinstance<nb::tuple>(r) || nb::isinstance<nb::list>(r), TypeError, "[", node_name,
+                    "] backward must return a Tensor, None or a tuple of them, got ", nb::type_name(r.type()).c_str());
+          for (nb::handle h : r) out.push_back(callback_tensor(h, node_name));
           FLB_CHECK(out.size() == n_in, Error, "[autograd.Function] backward returned ", out.size(),
                     " gradients for ", n_in, " inputs");
           return out;
@@ -136,7 +149,9 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
         [&](const std::vector<Tensor>& in) {
           nb::list args;
           for (const Tensor& t : in) args.append(t);
-          return nb::cast<Tensor>(fn(*nb::tuple(args)));
+          Tensor r = callback_tensor(fn(*nb::tuple(args)), "gradcheck");
+          FLB_CHECK(r.defined(), TypeError, "[gradcheck] the function must return a Tensor, got None");
+          return r;
         },
         inputs, eps, atol, rtol, &report);
     return nb::make_tuple(ok, report);

@@ -23,6 +23,10 @@ nb::object to_list(const Tensor& t);
 // The named tuple type (values, indices) returned by max(dim), sort, topk ...
 extern nb::handle g_values_indices;
 
+// The Tensor a Python callback returned (None gives an undefined Tensor); anything else
+// raises TypeError "[what] ... must return a Tensor or None, got str".
+Tensor callback_tensor(nb::handle r, const char* what);
+
 // Dims from an int, a sequence of ints, or *args of ints.
 Dims dims_from(nb::handle h);
 

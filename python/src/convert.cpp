@@ -232,11 +232,14 @@ Dims dims_from(nb::handle h) {
     out.push_back(v);
     return out;
   }
-  FLB_CHECK(PyList_Check(h.ptr()) || PyTuple_Check(h.ptr()), TypeError, "expected an int or a sequence of ints, got ",
-            nb::type_name(h.type()).c_str());
+  FLB_CHECK(!PyLong_Check(h.ptr()), ValueError, "[shape] size ", nb::str(h).c_str(), " does not fit in int64");
+  FLB_CHECK(PyList_Check(h.ptr()) || PyTuple_Check(h.ptr()), TypeError,
+            "[shape] expected an int or a sequence of ints, got ", nb::type_name(h.type()).c_str());
   for (Py_ssize_t i = 0, n = PySequence_Fast_GET_SIZE(h.ptr()); i < n; ++i) {
     nb::handle e = PySequence_Fast_GET_ITEM(h.ptr(), i);
-    FLB_CHECK(nb::try_cast<int64_t>(e, v), TypeError, "expected a sequence of ints, got an element of type ",
+    FLB_CHECK(!PyLong_Check(e.ptr()) || nb::try_cast<int64_t>(e, v), ValueError, "[shape] size ", nb::str(e).c_str(),
+              " does not fit in int64");
+    FLB_CHECK(nb::try_cast<int64_t>(e, v), TypeError, "[shape] expected a sequence of ints, got an element of type ",
               nb::type_name(e.type()).c_str());
     out.push_back(v);
   }

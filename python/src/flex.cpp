@@ -85,8 +85,12 @@ void bind_flex(nb::module_& m) {
   fm.def("create_block_mask_from_rows", [](nb::callable rows, int64_t B, int64_t H, int64_t L, int64_t S, int64_t qbs,
                                            int64_t kbs) {
     return fa::create_block_mask_from_rows(
-        [&](int64_t b, int64_t h, int64_t q0, int64_t n) { return nb::cast<Tensor>(rows(b, h, q0, n)); }, B, H, L, S,
-        qbs, kbs);
+        [&](int64_t b, int64_t h, int64_t q0, int64_t n) {
+          Tensor t = callback_tensor(rows(b, h, q0, n), "create_block_mask");
+          FLB_CHECK(t.defined(), TypeError, "[create_block_mask] mask_mod must return a Tensor, got None");
+          return t;
+        },
+        B, H, L, S, qbs, kbs);
   }, "rows"_a, "B"_a, "H"_a, "Q_LEN"_a, "KV_LEN"_a, "q_block"_a = 128, "kv_block"_a = 128);
   fm.def("from_kv_blocks", [](const Tensor& n, const Tensor& i, std::optional<Tensor> fn, std::optional<Tensor> fi,
                               int64_t qbs, int64_t kbs, std::optional<PyMaskMod> mm,

@@ -47,6 +47,10 @@ NB_MODULE(_C, m) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const flambeau::Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const std::bad_alloc&) {  // a standard container's allocation: no C++ names in the message
+      PyErr_SetString(PyExc_MemoryError, "[allocate] out of memory");
+    } catch (const std::length_error&) {
+      PyErr_SetString(PyExc_MemoryError, "[allocate] out of memory: requested size is too large");
     }
   });
 

@@ -162,9 +162,14 @@ void record_logcumsumexp(const Tensor& in, int64_t dim, Tensor& out) {
   if (!needs_grad(in)) return;
   // grad_i = sum_{j >= i} g_j exp(x_i - y_j) = exp(x_i - y_i) U_i with
   // U_i = g_i + exp(y_i - y_{i+1}) U_{i+1}: every exponent is <= 0 (y is non-decreasing).
-  record("LogcumsumexpBackward", {&out}, {&in}, {in, out}, [dim](const Grads& g, const Grads& s) {
-    return Grads{map_rows({s[0], s[1], g[0]}, dim, [](const double* const* in, double* o, int64_t n) {
-      const double *x = in[0], *y = in[1], *gr = in[2];
+  // y is recomputed in double: the saved output, rounded to float32, would cost x_i - y_i
+  // its precision when the logits are large (x - lse rule of Note [Fused cross_entropy]).
+  record("LogcumsumexpBackward", {&out}, {&in}, {in}, [dim](const Grads& g, const Grads& s) {
+    return Grads{map_rows({s[0], g[0]}, dim, [](const double* const* in, double* o, int64_t n) {
+      const double *x = in[0], *gr = in[1];
+      std::vector<double> ys(static_cast<size_t>(n));
+      ops::logcumsumexp_row(x, ys.data(), n);
+      const double* y = ys.data();
       double u = 0;
       for (int64_t i = n; i-- > 0;) {
         const double step = i + 1 < n ? (y[i] == y[i + 1] ? 1.0 : std::exp(y[i] - y[i + 1])) : 0.0;

@@ -66,7 +66,7 @@ std::vector<Tensor> run(const std::vector<Edge>& root_edges, const std::vector<T
       for (const TensorHook& hook : n->pre_hooks[i])
         if (grads[i].defined()) {
           Tensor r = hook(grads[i]);
-          if (r.defined()) grads[i] = r;
+          if (r.defined()) grads[i] = checked_hook_result(r, grads[i]);
         }
     if (captures)
       for (size_t c = 0; c < captures->size(); ++c)

@@ -50,6 +50,8 @@ struct Edge {
 };
 
 using TensorHook = std::function<Tensor(const Tensor&)>;  // may return undefined: keep grad
+// A hook's replacement gradient r for g; raises ValueError when its shape differs.
+Tensor checked_hook_result(const Tensor& r, const Tensor& g);
 
 class Node : public std::enable_shared_from_this<Node> {
  public:

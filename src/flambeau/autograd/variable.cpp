@@ -43,13 +43,19 @@ static bool can_adopt(const Tensor& g, const Tensor& leaf) {
          g.device() == leaf.device();
 }
 
+Tensor checked_hook_result(const Tensor& r, const Tensor& g) {
+  FLB_CHECK(r.sizes() == g.sizes(), ValueError, "[register_hook] the hook changed the gradient's shape from ",
+            shape_str(g.sizes()), " to ", shape_str(r.sizes()));
+  return r;
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   Tensor g = grads.empty() ? Tensor() : std::move(grads[0]);
   if (!g.defined()) return {};
   AutogradMeta& m = meta_of(leaf_);
   for (const TensorHook& hook : m.hooks) {
     Tensor r = hook(g);
-    if (r.defined()) g = r;
+    if (r.defined()) g = checked_hook_result(r, g);
   }
   NoGradGuard no_grad;
   if (!m.grad.defined()) m.grad = can_adopt(g, leaf_) ? std::move(g) : g.to(leaf_.dtype()).clone();  // owned

@@ -91,6 +91,8 @@ size_t block_size(size_t nbytes) {
 
 void* allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
+  // Past 2^62 bytes no machine has the memory, and block_size's rounding could wrap.
+  FLB_CHECK(nbytes <= (size_t(1) << 62), Error, "[allocate] out of memory: cannot allocate ", nbytes, " bytes");
   size_t size = block_size(nbytes);
   State& s = state();
   Guard lock(s.mu);
@@ -106,7 +108,7 @@ void* allocate(size_t nbytes) {
       flush_locked(s);
       p = system_alloc(size);
     }
-    FLB_CHECK(p, Error, "[allocate] out of memory allocating ", nbytes, " bytes");
+    FLB_CHECK(p, Error, "[allocate] out of memory: cannot allocate ", nbytes, " bytes");
   }
   s.allocated += size;
   s.peak = std::max(s.peak, s.allocated);

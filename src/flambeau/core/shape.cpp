@@ -13,6 +13,47 @@ int64_t numel_of(const Dims& shape) {
   return n;
 }
 
+// Note [Size overflow]
+// Sizes come from users (fl.zeros(2**62)) and from views (expand to 2**62), so every
+// product that makes a new shape, stride or byte count goes through mul_size / add_size
+// where the shape is made (factories, view ops, allocation). Code that walks a tensor
+// already made may then multiply sizes freely: numel, and numel * itemsize of a storage,
+// fit in int64.
+int64_t mul_size(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  FLB_CHECK(!__builtin_mul_overflow(a, b, &r), ValueError, "[", op, "] size calculation overflowed: ", a, " * ", b,
+            " does not fit in int64");
+  return r;
+}
+
+int64_t add_size(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  FLB_CHECK(!__builtin_add_overflow(a, b, &r), ValueError, "[", op, "] size calculation overflowed: ", a, " + ", b,
+            " does not fit in int64");
+  return r;
+}
+
+int64_t checked_numel(const Dims& shape, const char* op) {
+  // The product skips zeros (max(s, 1)) so that contiguous_strides of the shape fits too.
+  int64_t n = 1;
+  bool overflow = false, empty = false;
+  for (int64_t s : shape) {
+    FLB_CHECK(s >= 0, ValueError, "[", op, "] trying to create tensor with negative dimension ", s, ": ",
+              shape_str(shape));
+    overflow |= __builtin_mul_overflow(n, s == 0 ? 1 : s, &n);
+    empty |= s == 0;
+  }
+  FLB_CHECK(!overflow, ValueError, "[", op, "] storage size calculation overflowed with sizes ", shape_str(shape));
+  return empty ? 0 : n;
+}
+
+size_t checked_nbytes(const Dims& shape, size_t itemsize, const char* op) {
+  int64_t bytes;
+  FLB_CHECK(!__builtin_mul_overflow(checked_numel(shape, op), int64_t(itemsize), &bytes), ValueError, "[", op,
+            "] storage size calculation overflowed with sizes ", shape_str(shape), " and element size ", itemsize);
+  return size_t(bytes);
+}
+
 Dims contiguous_strides(const Dims& shape) {
   Dims st(shape.size());
   int64_t acc = 1;

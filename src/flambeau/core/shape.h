@@ -11,6 +11,15 @@ namespace flambeau {
 using Dims = SmallVec<int64_t, 6>;
 
 int64_t numel_of(const Dims& shape);
+// Overflow-checked size arithmetic (Note [Size overflow]): a*b and a+b, raising ValueError
+// "[op] ... overflows int64" instead of wrapping.
+int64_t mul_size(int64_t a, int64_t b, const char* op);
+int64_t add_size(int64_t a, int64_t b, const char* op);
+// numel of a shape being made: raises ValueError naming `op` for a negative size or a
+// product that overflows int64.
+int64_t checked_numel(const Dims& shape, const char* op);
+// checked_numel(shape) * itemsize as a byte count, checked the same way.
+size_t checked_nbytes(const Dims& shape, size_t itemsize, const char* op);
 Dims contiguous_strides(const Dims& shape);
 std::string shape_str(const Dims& shape);  // "(3, 4)", "(5,)", "()"
 // Maps a possibly negative dim into [0, ndim); raises IndexError naming `op`.

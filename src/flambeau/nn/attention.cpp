@@ -93,7 +93,11 @@ void forward(const Problem& p, const T* q, const T* k, const T* v, T* out, T* ls
         const T lr = l[size_t(r)], inv = lr > 0 ? T(1) / lr : T(0);
         T* o = out + (bh * p.L + i0 + r) * p.Ev;
         for (int64_t e = 0; e < p.Ev; ++e) o[e] = acc[size_t(r * p.Ev + e)] * inv;
-        lse[bh * p.L + i0 + r] = lr > 0 ? m[size_t(r)] + std::log(lr) : -std::numeric_limits<T>::infinity();
+        // The row's max and log-sum kept apart (lse = m + ls): backward forms S - lse as
+        // (S - m) - ls, which keeps the precision of large scores.
+        T* st = lse + 2 * (bh * p.L + i0 + r);
+        st[0] = lr > 0 ? m[size_t(r)] : -std::numeric_limits<T>::infinity();
+        st[1] = lr > 0 ? T(std::log(lr)) : -std::numeric_limits<T>::infinity();
       }
     }
   });
@@ -118,7 +122,7 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
           const T* qt = q + (bh * p.L + i0) * p.E;
           const T* ot = out + (bh * p.L + i0) * p.Ev;
           const T* dot = dout + (bh * p.L + i0) * p.Ev;
-          const T* lt = lse + bh * p.L + i0;
+          const T* lt = lse + 2 * (bh * p.L + i0);  // (m, ls) per row
           T* dqt = dq + (bh * p.L + i0) * p.E;
           for (int64_t r = 0; r < rows; ++r) {  // D_i = dO_i . O_i
             T d = 0;
@@ -129,13 +133,14 @@ void backward(const Problem& p, const T* q, const T* k, const T* v, const T* out
             const int64_t cols = std::min(kBk, jend - j0);
             kernels::gemm_1t(false, true, rows, cols, p.E, T(p.scale), qt, p.E, kh + j0 * p.E, p.E, T(0), s.data(), kBk);
             apply_mask(p, b, h, i0, rows, j0, cols, s.data());
-            for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse); rows that see nothing get 0
+            for (int64_t r = 0; r < rows; ++r) {  // P = exp((S - m) - ls); rows that see nothing get 0
               T* sr = s.data() + r * kBk;
-              if (std::isinf(lt[r])) {
+              if (std::isinf(lt[2 * r + 1])) {
                 std::fill(sr, sr + cols, T(0));
                 continue;
               }
-              kernels::exp_shift_sum(sr, cols, lt[r]);
+              for (int64_t c = 0; c < cols; ++c) sr[c] -= lt[2 * r];
+              kernels::exp_shift_sum(sr, cols, lt[2 * r + 1]);
             }
             // dV += P^T dO ; dP = dO V^T ; dS = P (dP - D) ; dQ += dS K scale ; dK += dS^T Q scale
             kernels::gemm_1t(true, false, cols, p.Ev, rows, T(1), s.data(), kBk, dot, p.Ev, T(1), dvh + j0 * p.Ev, p.Ev);
@@ -216,7 +221,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     full.push_back(p.S);
     p.mask = m.expand(full).reshape({p.B, p.Hq, p.L, p.S});
   }
-  Tensor out = empty({p.B, p.Hq, p.L, p.Ev}, q.dtype()), lse = empty({p.B, p.Hq, p.L}, q.dtype());
+  Tensor out = empty({p.B, p.Hq, p.L, p.Ev}, q.dtype()), lse = empty({p.B, p.Hq, p.L, 2}, q.dtype());
   visit_dtype(q.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
       forward<T>(p, qb.data<T>(), kb.data<T>(), vb.data<T>(), out.data<T>(), lse.data<T>());

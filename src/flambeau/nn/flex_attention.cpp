@@ -89,20 +89,21 @@ std::pair<Tensor, Tensor> flex_attention(const Tensor& q, const Tensor& k, const
   const float sc = float(scale.value_or(1.0 / std::sqrt(double(q.size(3)))));
   const Tensor qf = q.detach().to(kFloat32).contiguous(), kf = k.detach().to(kFloat32).contiguous(),
                vf = v.detach().to(kFloat32).contiguous();
-  Tensor out = empty({B, Hq, L, Ev}, kFloat32), lse = empty({B, Hq, L}, kFloat32);
+  Tensor out = empty({B, Hq, L, Ev}, kFloat32), stats = empty({B, Hq, L, 2}, kFloat32);
   // Short queries (decode) read each key once: no transposed copy for them.
   const Tensor kt = L > detail::kDecodeMaxLen ? transposed(kf) : Tensor();
   detail::forward(make_problem(qf, kf, vf, kt, Tensor(), bm, score_mod, sc), out.data<float>(),
-                  lse.data<float>());
+                  stats.data<float>());
 
-  Tensor result = out.to(q.dtype()), lse_out = return_lse ? lse.detach() : Tensor();
+  Tensor result = out.to(q.dtype());
+  Tensor lse_out = return_lse ? add(stats.select(-1, 0), stats.select(-1, 1)).detach() : Tensor();
   std::vector<Tensor> captured = score_mod ? score_mod->captured() : std::vector<Tensor>{};
   std::vector<const Tensor*> inputs{&q, &k, &v};
   for (const Tensor& c : captured) inputs.push_back(&c);
   std::vector<Tensor*> outputs{&result};
   if (return_lse) outputs.push_back(&lse_out);  // differentiable too
   autograd::record_many(
-      "FlexAttentionBackward", outputs, inputs, {qf, kf, vf, out.detach(), lse},
+      "FlexAttentionBackward", outputs, inputs, {qf, kf, vf, out.detach(), stats},
       [bm, score_mod, sc, n_cap = captured.size(), needs = [&] {
          std::vector<bool> r;
          for (const Tensor& c : captured) r.push_back(c.requires_grad());

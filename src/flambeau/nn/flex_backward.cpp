@@ -35,16 +35,20 @@ struct Scratch {
 
 // For tile t: sc.s = P, sc.dp = dS w.r.t. the raw scores (before score_mod); grads as in
 // ScoreMod::backward.
-void tile_grads(const Problem& p, const Tile& t, bool partial, const float* lse, const float* dout, const float* drow,
+void tile_grads(const Problem& p, const Tile& t, bool partial, const float* stats, const float* dout, const float* drow,
                 Scratch& sc, double* const* grads) {
   float *s = sc.s.data(), *dp = sc.dp.data();
   score_tile(p, t, partial, s, p.mod ? sc.raw.data() : nullptr, sc.mbuf.data());
   const int64_t row0 = (t.b * p.Hq + t.h) * p.L + t.q0, hk = t.b * p.Hkv + t.h / p.G;
   for (int64_t r = 0; r < t.rows; ++r) {
     float* sr = s + r * kTk;
-    const float l = lse[row0 + r];
-    if (std::isinf(l)) std::fill(sr, sr + t.cols, 0.f);
-    else kernels::exp_shift_sum_fast_f32(sr, t.cols, l);
+    const float m = stats[2 * (row0 + r)], ls = stats[2 * (row0 + r) + 1];
+    if (std::isinf(ls)) {
+      std::fill(sr, sr + t.cols, 0.f);
+      continue;
+    }
+    for (int64_t c = 0; c < t.cols; ++c) sr[c] -= m;  // P = exp((s - m) - ls)
+    kernels::exp_shift_sum_fast_f32(sr, t.cols, ls);
   }
   kernels::gemm_small_f32(t.rows, t.cols, p.Ev, 1.f, dout + row0 * p.Ev, p.Ev, 1, p.t_at(p.vt, hk, t.kv0, p.Ev), kLdT,
                           0.f, dp, kTk);
@@ -64,7 +68,7 @@ void q_tiles(const Problem& p, int64_t qb, const F& f) {
 
 }  // namespace
 
-void backward(const Problem& p, const float* out, const float* lse, const float* dout, const float* dlse, float* dq,
+void backward(const Problem& p, const float* out, const float* stats, const float* dout, const float* dlse, float* dq,
               float* dk, float* dv, const std::vector<double*>& captured_grads) {
   // D_i = dO_i . O_i - dlse_i: dS = P (dP - D) then also carries d lse_i / d s_ij = P_ij.
   std::vector<float> drow(size_t(p.B * p.Hq * p.L));
@@ -89,7 +93,7 @@ void backward(const Problem& p, const float* out, const float* lse, const float*
         q_tiles(p, qb, [&](int64_t q0, int64_t rows) {
           const Tile t{b, h, q0, rows, kv0, cols, kTk};
           const int64_t row0 = (b * p.Hq + h) * p.L + q0;
-          tile_grads(p, t, e < np, lse, dout, drow.data(), sc, nullptr);
+          tile_grads(p, t, e < np, stats, dout, drow.data(), sc, nullptr);
           sgemm(true, false, cols, p.Ev, rows, 1.f, sc.s.data(), kTk, dout + row0 * p.Ev, p.Ev, 1.f, dvt, p.Ev);
           sgemm(true, false, cols, p.E, rows, p.scale, sc.dp.data(), kTk, p.q + row0 * p.E, p.E, 1.f, dkt, p.E);
           if (dq_or_null)
@@ -131,7 +135,7 @@ void backward(const Problem& p, const float* out, const float* lse, const float*
     q_tiles(p, qb, [&](int64_t q0, int64_t rows) {
       float* dqt = dq + ((b * p.Hq + h) * p.L + q0) * p.E;
       for (const Span& sp : spans) {
-        tile_grads(p, Tile{b, h, q0, rows, sp.kv0, sp.cols, kTk}, sp.partial, lse, dout, drow.data(), sc, grads);
+        tile_grads(p, Tile{b, h, q0, rows, sp.kv0, sp.cols, kTk}, sp.partial, stats, dout, drow.data(), sc, grads);
         sgemm(false, false, rows, p.E, sp.cols, p.scale, sc.dp.data(), kTk, p.k + (hk * p.S + sp.kv0) * p.E, p.E, 1.f,
               dqt, p.E);
       }

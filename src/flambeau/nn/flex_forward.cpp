@@ -62,12 +62,13 @@ void run(const Problem& p, const Work& w, State& st) {
   }
 }
 
-void finalize(const Problem& p, const Work& w, const State& st, float* out, float* lse) {
+void finalize(const Problem& p, const Work& w, const State& st, float* out, float* stats) {
   for (int64_t r = 0; r < w.rows; ++r) {
     const int64_t row = (w.b * p.Hq + w.h) * p.L + w.q0 + r;
     const float l = st.l[size_t(r)], inv = l > 0 ? 1.f / l : 0.f;
     for (int64_t d = 0; d < p.Ev; ++d) out[row * p.Ev + d] = st.acc[size_t(r * p.Ev + d)] * inv;
-    lse[row] = l > 0 ? st.m[size_t(r)] + std::log(l) : kNegInf;
+    stats[2 * row] = l > 0 ? st.m[size_t(r)] : kNegInf;
+    stats[2 * row + 1] = l > 0 ? std::log(l) : kNegInf;
   }
 }
 
@@ -116,7 +117,7 @@ void score_tile(const Problem& p, const Tile& t, bool partial, float* s, float* 
   if (partial && p.mask) p.mask->apply(t, s, mbuf);
 }
 
-void forward(const Problem& p, float* out, float* lse) {
+void forward(const Problem& p, float* out, float* stats) {
   // Work items: one per (b, h, query tile), or per chunk of its block list when decoding.
   const bool decode = p.L <= kDecodeMaxLen;
   std::vector<Work> work;
@@ -135,7 +136,7 @@ void forward(const Problem& p, float* out, float* lse) {
     const Work& w = work[size_t(i)];
     State st(w.rows, p.Ev);
     run(p, w, st);
-    if (w.whole) finalize(p, w, st, out, lse);
+    if (w.whole) finalize(p, w, st, out, stats);
     else parts[size_t(i)] = std::move(st);
   });
   // Merge split rows: chunks of a tile are consecutive in `work`, merged left to right.
@@ -159,7 +160,7 @@ void forward(const Problem& p, float* out, float* lse) {
           acc = acc * a + parts[c].acc[size_t(r * p.Ev + d)] * b;
         }
       }
-    finalize(p, work[i], total, out, lse);
+    finalize(p, work[i], total, out, stats);
     i = j;
   }
 }

@@ -79,12 +79,14 @@ void score_tile(const Problem& p, const Tile& t, bool partial, float* s, float* 
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
-// Forward into out [B, Hq, L, Ev] and lse [B, Hq, L] (natural log; -inf for empty rows).
-void forward(const Problem& p, float* out, float* lse);
+// Forward into out [B, Hq, L, Ev] and stats [B, Hq, L, 2]: per row the max score m and
+// ls = log sum exp(s - m) (both -inf for empty rows); lse = m + ls. Kept apart so that
+// backward forms s - lse as (s - m) - ls, which keeps the precision of large scores.
+void forward(const Problem& p, float* out, float* stats);
 // Backward: dq, dk, dv (zeroed, float32, q/k/v's shapes) and the score_mod's captured
 // gradients (float64, one per captured tensor; nullptr where not wanted). dlse: the
 // gradient of the logsumexp output [B, Hq, L], or nullptr when none flowed.
-void backward(const Problem& p, const float* out, const float* lse, const float* dout, const float* dlse, float* dq,
+void backward(const Problem& p, const float* out, const float* stats, const float* dout, const float* dlse, float* dq,
               float* dk, float* dv, const std::vector<double*>& captured_grads);
 
 // The ordered transpose of (num [B, H, R], idx [B, H, R, C]) -> ([B, H, C], [B, H, C, R]),

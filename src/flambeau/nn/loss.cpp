@@ -118,7 +118,9 @@ Tensor cross_entropy_probs(const Tensor& logp, const Tensor& target, const std::
 // cross_entropy of logits x [N, C] (float32 / float64) against class indices in one pass
 // per row, keeping only each row's logsumexp: the backward rebuilds the softmax from x, so
 // nothing [N, C]-sized is kept or built besides the gradient (the composite keeps
-// log_softmax and its backward makes several [N, C] temporaries). Per row i with target t,
+// log_softmax and its backward makes several [N, C] temporaries). lse_i = m_i + ls_i with m_i
+// the row's max and ls_i = log sum_j exp(x_ij - m_i), kept apart: x - lse is formed as
+// (x - m) - ls, which keeps float32's precision for large logits. Per row i with target t,
 // class weights w (ones when none; W their sum), smoothing s, v_i = 0 for ignored rows:
 //   loss_i = v_i [ (1-s) w_t (lse_i - x_it) + s/C (W lse_i - sum_j w_j x_ij) ]
 //   dloss_i/dx_ij = v_i [ ((1-s) w_t + s W / C) p_ij - (1-s) w_t [j = t] - s w_j / C ]
@@ -137,28 +139,28 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
     for (int64_t j = 0; j < C; ++j) W += double(wp[j]);
   }
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1));  // rows per task
-  Tensor lse = empty({N}, x.dtype()), rows = empty({N}, x.dtype());
+  Tensor maxes = empty({N}, x.dtype()), logsums = empty({N}, x.dtype()), rows = empty({N}, x.dtype());
   const T* xp = x.data<T>();
   const int64_t* tp = c.safe.data<int64_t>();
   const T* vp = c.valid.data<T>();
-  T *lp = lse.data<T>(), *rp = rows.data<T>();
+  T *mp = maxes.data<T>(), *lp = logsums.data<T>(), *rp = rows.data<T>();
   parallel_for(0, N, grain, [&](int64_t lo, int64_t hi) {
     std::vector<T> buf(static_cast<size_t>(C));
     for (int64_t i = lo; i < hi; ++i) {
       const T* row = xp + i * C;
       std::copy_n(row, C, buf.data());
       const T mx = kernels::max_of(row, C);
-      const double l = double(mx) + std::log(kernels::exp_shift_sum(buf.data(), C, mx));
-      lp[i] = T(l);
+      const double l = std::log(kernels::exp_shift_sum(buf.data(), C, mx));  // lse - mx
+      mp[i] = mx, lp[i] = T(l);
       if (vp[i] == T(0)) {
         rp[i] = T(0);
         continue;
       }
       const double wt = wp ? double(wp[tp[i]]) : 1.0;
-      double loss = (1 - s) * wt * (l - double(row[tp[i]]));
-      if (s > 0) {
+      double loss = (1 - s) * wt * (l - (double(row[tp[i]]) - double(mx)));
+      if (s > 0) {  // W lse - sum_j w_j x_j = W l - sum_j w_j (x_j - mx)
         double dot = 0;
-        for (int64_t j = 0; j < C; ++j) dot += (wp ? double(wp[j]) : 1.0) * double(row[j]);
+        for (int64_t j = 0; j < C; ++j) dot += (wp ? double(wp[j]) : 1.0) * (double(row[j]) - double(mx));
         loss += s / double(C) * (W * l - dot);
       }
       rp[i] = T(loss);
@@ -170,13 +172,14 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
   const bool mean = reduction == "mean", none = reduction == "none";
   Tensor out = none ? rows.reshape(c.out_shape) : scalar_tensor(mean ? total / den : total, x.dtype());
   autograd::record(
-      "CrossEntropyBackward", {&out}, {&input}, {x, lse},
+      "CrossEntropyBackward", {&out}, {&input}, {x, maxes, logsums},
       [N, C, W, s, den, mean, none, grain, w, safe = c.safe, valid = c.valid](const std::vector<Tensor>& grads,
                                                                         const std::vector<Tensor>& saved) {
         const Tensor g = grads[0].to(saved[0].dtype()).contiguous();
         const T* wp = w.defined() ? w.data<T>() : nullptr;
         Tensor dx = empty({N, C}, saved[0].dtype());
-        const T *xp = saved[0].data<T>(), *lp = saved[1].data<T>(), *gp = g.data<T>(), *vp = valid.data<T>();
+        const T *xp = saved[0].data<T>(), *mp = saved[1].data<T>(), *lp = saved[2].data<T>(), *gp = g.data<T>(),
+                *vp = valid.data<T>();
         const int64_t* tp = safe.data<int64_t>();
         T* dp = dx.data<T>();
         parallel_for(0, N, grain, [&](int64_t lo, int64_t hi) {
@@ -187,8 +190,8 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
               std::fill_n(d, C, T(0));
               continue;
             }
-            std::copy_n(xp + i * C, C, d);
-            kernels::exp_shift_sum(d, C, lp[i]);  // p = exp(x - lse)
+            for (int64_t j = 0; j < C; ++j) d[j] = xp[i * C + j] - mp[i];
+            kernels::exp_shift_sum(d, C, lp[i]);  // p = exp((x - m) - ls)
             const double wt = wp ? double(wp[tp[i]]) : 1.0;
             const T a = T(coef * ((1 - s) * wt + s * W / double(C))), b = T(coef * s / double(C));
             if (s > 0 && wp)

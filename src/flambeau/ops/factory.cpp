@@ -14,10 +14,7 @@ DType scalar_default_dtype(const Scalar& s) {
 
 Tensor empty(const Dims& shape, DType dtype, Device device) {
   check_device_available(device, "empty");
-  for (int64_t s : shape)
-    FLB_CHECK(s >= 0, ValueError, "[empty] trying to create tensor with negative dimension ", s, ": ",
-              shape_str(shape));
-  return make_tensor(Storage::allocate(numel_of(shape) * itemsize(dtype), device), dtype, shape);
+  return make_tensor(Storage::allocate(checked_nbytes(shape, itemsize(dtype), "empty"), device), dtype, shape);
 }
 
 Tensor zeros(const Dims& shape, DType dtype, Device device) { return empty(shape, dtype, device).fill_(0); }
@@ -46,11 +43,17 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
   FLB_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), ValueError,
             "[arange] upper bound and lower bound inconsistent with step sign");
   int64_t n;
-  if (!any_float) {
-    const int64_t a = start.to_int(), b = end.to_int(), c = step.to_int();
-    n = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+  if (!any_float) {  // ceil((b - a) / c) in 128 bits: the difference of two int64 may not fit
+    const __int128 a = start.to_int(), b = end.to_int(), c = step.to_int();
+    const __int128 len = c > 0 ? (b - a + c - 1) / c : (a - b - c - 1) / -c;
+    FLB_CHECK(len <= INT64_MAX, ValueError, "[arange] the range ", s, " -> ", e, " with step ", st,
+              " has more than 2^63 - 1 elements");
+    n = int64_t(len);
   } else {
-    n = int64_t(std::ceil((e - s) / st));
+    const double len = std::ceil((e - s) / st);
+    FLB_CHECK(len < 0x1p63, ValueError, "[arange] the range ", s, " -> ", e, " with step ", st,
+              " has more than 2^63 - 1 elements");
+    n = int64_t(len);
   }
   Tensor t = empty({n}, dt);
   visit_dtype(dt, [&]<class T>() {

@@ -31,7 +31,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
       FLB_CHECK(d == dim || t.size(d) == ref.size(d), ValueError, "[cat] sizes of tensors must match except in dimension ",
                 dim, ": expected size ", ref.size(d), " but got size ", t.size(d), " for tensor number ", index[i],
                 " (shapes ", shape_str(ref.sizes()), " and ", shape_str(t.sizes()), ")");
-    shape[dim] += t.size(dim);
+    shape[dim] = add_size(shape[dim], t.size(dim), "cat");
   }
   Tensor out = empty(shape, dt);
   {

@@ -18,4 +18,7 @@ Dims reduced_shape(const char* op, const Tensor& t, const Dims& dims, bool keepd
 // Plans reducing `dims` (empty: all) of t, converting it to `compute` first.
 ReducePlan plan_reduction(const char* op, const Tensor& t, const Dims& dims, bool keepdim, DType compute);
 
+// y_i = log sum_{j <= i} exp(x_j) of one row, in double (logcumsumexp and its backward).
+void logcumsumexp_row(const double* x, double* y, int64_t n);
+
 }  // namespace flambeau::ops

@@ -9,6 +9,7 @@
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
+#include "flambeau/ops/reduce.h"
 
 namespace flambeau {
 namespace {
@@ -113,19 +114,21 @@ std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim) {
   return r;
 }
 
+void ops::logcumsumexp_row(const double* x, double* y, int64_t n) {
+  double acc = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    // log(exp(acc) + exp(x)) without overflow; equal infinities stay as they are.
+    const double a = acc, b = x[i];
+    const double lo = std::isnan(b) ? b : std::min(a, b), hi = std::isnan(b) ? b : std::max(a, b);
+    acc = (lo != hi || std::isfinite(lo)) ? hi + std::log1p(std::exp(lo - hi)) : a;
+    y[i] = acc;
+  }
+}
+
 Tensor logcumsumexp(const Tensor& t, int64_t dim) {
   FLB_CHECK(is_floating(t.dtype()), TypeError, "[logcumsumexp] expected a floating point tensor, got ",
             dtype_name(t.dtype()));
-  Tensor r = scan_rows<double, double>("logcumsumexp", t, dim, [](const double* x, double* y, int64_t n) {
-    double acc = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) {
-      // log(exp(acc) + exp(x)) without overflow; equal infinities stay as they are.
-      const double a = acc, b = x[i];
-      const double lo = std::isnan(b) ? b : std::min(a, b), hi = std::isnan(b) ? b : std::max(a, b);
-      acc = (lo != hi || std::isfinite(lo)) ? hi + std::log1p(std::exp(lo - hi)) : a;
-      y[i] = acc;
-    }
-  });
+  Tensor r = scan_rows<double, double>("logcumsumexp", t, dim, ops::logcumsumexp_row);
   Tensor out = r.to(t.dtype());
   autograd::record_logcumsumexp(t, t.dim() ? wrap_dim(dim, t.dim(), "logcumsumexp") : 0, out);
   return out;

@@ -26,22 +26,24 @@ Tensor reshaped_view(const char* name, const Tensor& in, Tensor out) {
 // Resolves one -1 in `shape` against numel; checks the element count.
 Dims infer_shape(const char* op, const Dims& shape, int64_t numel) {
   Dims out = shape;
-  int64_t known = 1, infer = -1;
+  int64_t known = 1, infer = -1;  // known: the product of the nonzero given sizes
+  bool has_zero = false;
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i] == -1) {
       FLB_CHECK(infer < 0, ValueError, "[", op, "] only one dimension can be inferred");
       infer = int64_t(i);
     } else {
       FLB_CHECK(out[i] >= 0, ValueError, "[", op, "] invalid shape dimension ", out[i]);
-      known *= out[i];
+      if (out[i] != 0) known = mul_size(known, out[i], op);
+      has_zero |= out[i] == 0;
     }
   }
   if (infer >= 0) {
-    FLB_CHECK(known != 0 && numel % known == 0, ValueError, "[", op, "] shape ", shape_str(shape),
+    FLB_CHECK(numel % known == 0 && (numel != 0 || !has_zero), ValueError, "[", op, "] shape ", shape_str(shape),
               " is invalid for input of size ", numel);
     out[infer] = numel / known;
   }
-  FLB_CHECK(numel_of(out) == numel, ValueError, "[", op, "] shape ", shape_str(shape),
+  FLB_CHECK(checked_numel(out, op) == numel, ValueError, "[", op, "] shape ", shape_str(shape),
             " is invalid for input of size ", numel);
   return out;
 }
@@ -143,12 +145,13 @@ Tensor Tensor::expand(const Dims& shape) const {
       continue;
     }
     const int64_t want = shape[i] == -1 ? sizes()[d] : shape[i];
-    FLB_CHECK(want == sizes()[d] || sizes()[d] == 1, ValueError, "[expand] the expanded size of the tensor (",
+    FLB_CHECK(want == sizes()[d] || (sizes()[d] == 1 && want >= 0), ValueError, "[expand] the expanded size of the tensor (",
               want, ") must match the existing size (", sizes()[d], ") at non-singleton dimension ", i,
               ".  Target sizes: ", shape_str(shape), ".  Tensor sizes: ", shape_str(sizes()));
     s[i] = want;
     st[i] = want == sizes()[d] ? strides()[d] : 0;
   }
+  checked_numel(s, "expand");
   Tensor out = with_geometry(*this, s, st, storage_offset());
   // The node sums the gradient over the expanded dims.
   autograd::record_view("ExpandBackward", *this, out, [](const Tensor& g) { return g; });
@@ -254,21 +257,20 @@ Tensor Tensor::unflatten(int64_t d, const Dims& part) const {
 Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<int64_t> offset) const {
   FLB_CHECK(size.size() == stride.size(), ValueError, "[as_strided] mismatch in length of strides and shape");
   const int64_t off = offset.value_or(storage_offset());
-  int64_t max_index = off;
-  for (size_t i = 0; i < size.size(); ++i) {
-    FLB_CHECK(size[i] >= 0 && stride[i] >= 0, ValueError, "[as_strided] negative size or stride in ",
-              shape_str(size), " / ", shape_str(stride));
-    if (size[i] == 0) max_index = -1;
-    if (max_index >= 0) max_index += (size[i] - 1) * stride[i];
-  }
   FLB_CHECK(off >= 0, ValueError, "[as_strided] negative storage offset ", off);
-  FLB_CHECK(max_index < 0 || (max_index + 1) * int64_t(element_size()) <= int64_t(storage()->nbytes),
-            ValueError, "[as_strided] size ", shape_str(size), " stride ", shape_str(stride), " offset ", off,
-            " is out of bounds for storage of ", storage()->nbytes / element_size(), " elements");
+  // The highest element the view reaches, off + sum (size - 1) * stride, checked for overflow.
+  int64_t max_index = off;
+  const bool empty = checked_numel(size, "as_strided") == 0;
+  for (size_t i = 0; i < size.size(); ++i) {
+    FLB_CHECK(stride[i] >= 0, ValueError, "[as_strided] negative stride in ", shape_str(stride));
+    if (!empty) max_index = add_size(max_index, mul_size(size[i] - 1, stride[i], "as_strided"), "as_strided");
+  }
+  const int64_t elems = int64_t(storage()->nbytes / element_size());
+  FLB_CHECK(empty || max_index < elems, ValueError, "[as_strided] size ", shape_str(size), " stride ",
+            shape_str(stride), " offset ", off, " is out of bounds for storage of ", elems, " elements");
   Tensor out = with_geometry(*this, size, stride, off);
   // Backward: each gradient element is added at its storage position (positions the view
   // reaches twice get both), on a zero canvas laid out like the input's storage.
-  const int64_t elems = int64_t(storage()->nbytes / element_size());
   autograd::record_view("AsStridedBackward", *this, out,
                         [elems, size, stride, off, in_size = sizes(), in_stride = strides(),
                          in_off = storage_offset()](const Tensor& g) {

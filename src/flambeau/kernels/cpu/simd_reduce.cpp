@@ -94,11 +94,11 @@ void softmax_impl(const T* x, T* y, int64_t n, bool log) {
   const T mx = extreme_impl<T, true>(x, n);
   const auto vmax = hn::Set(d, mx);
   if (log) {
-    // y = x - max - log(sum(exp(x - max))); y holds exp(x - max) while summing.
+    // y = (x - max) - log(sum(exp(x - max))); y holds exp(x - max) while summing. Never
+    // x - (max + log sum): for large x that sum rounds away log sum's low bits.
     map_unary(x, y, n, [&](auto dd, auto v) { return ExpIeee(dd, hn::Sub(v, vmax)); });
-    const T lse = mx + T(std::log(sum_impl(y, n)));
-    const auto vl = hn::Set(d, lse);
-    map_unary(x, y, n, [&](auto, auto v) { return hn::Sub(v, vl); });
+    const auto vl = hn::Set(d, T(std::log(sum_impl(y, n))));
+    map_unary(x, y, n, [&](auto, auto v) { return hn::Sub(hn::Sub(v, vmax), vl); });
   } else {
     map_unary(x, y, n, [&](auto dd, auto v) { return ExpIeee(dd, hn::Sub(v, vmax)); });
     const auto inv = hn::Set(d, T(1.0 / sum_impl(y, n)));
