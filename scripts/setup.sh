@@ -5,12 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# clang (the fuzz target) needs the libFuzzer runtime of its own version: 14 on Debian 12,
+# 19 on Debian 13.
+clang_major=14
+[ "$(cut -d. -f1 /etc/debian_version)" = 13 ] && clang_major=19
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   python3 python3-venv python3-pip
   libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev
-  clang libclang-rt-14-dev fortunes
+  clang "libclang-rt-$clang_major-dev" fortunes
   dataset-fashion-mnist
 )
 missing=()
