@@ -23,7 +23,7 @@ rules of test_reduction_edge_rules.
 
 Floating reductions (sum, mean, prod, var, norm, logsumexp, softmax, cumsum, ...) in
 float32/float64 are checked against a float64 reference with a bound derived from the
-input (u: the dtype's unit roundoff, n: terms per output; see Op.bound): torch's float32
+input (u: the dtype's unit roundoff, n: terms per output; the *_ref functions state them): torch's float32
 answer has errors of its own, so it is not the reference there."""
 import math
 import zlib
