@@ -15,6 +15,8 @@ struct UnaryCase {
 };
 
 double sigmoid_ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+// silu and gelu at -inf: the limit 0 (their formulas give -inf * 0 = NaN).
+double zero_at_minus_inf(double x, double y) { return x == -INFINITY ? 0.0 : y; }
 
 const std::vector<UnaryCase>& cases() {
   static const std::vector<UnaryCase> c = {
@@ -37,16 +39,18 @@ const std::vector<UnaryCase>& cases() {
       {"tanh", [](const Tensor& t) { return tanh(t); }, [](double x) { return std::tanh(x); }},
       {"sigmoid", [](const Tensor& t) { return sigmoid(t); }, sigmoid_ref},
       {"relu", [](const Tensor& t) { return relu(t); }, [](double x) { return x < 0 ? 0.0 : x; }},
-      {"silu", [](const Tensor& t) { return silu(t); }, [](double x) { return x * sigmoid_ref(x); }},
+      {"silu", [](const Tensor& t) { return silu(t); }, [](double x) { return zero_at_minus_inf(x, x * sigmoid_ref(x)); }},
       {"erf", [](const Tensor& t) { return erf(t); }, [](double x) { return std::erf(x); }},
       {"floor", [](const Tensor& t) { return floor(t); }, [](double x) { return std::floor(x); }},
       {"ceil", [](const Tensor& t) { return ceil(t); }, [](double x) { return std::ceil(x); }},
       {"round", [](const Tensor& t) { return round(t); }, [](double x) { return std::nearbyint(x); }},
       {"trunc", [](const Tensor& t) { return trunc(t); }, [](double x) { return std::trunc(x); }},
       {"gelu", [](const Tensor& t) { return gelu(t); },
-       [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }},
+       [](double x) { return zero_at_minus_inf(x, 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)))); }},
       {"gelu_tanh", [](const Tensor& t) { return gelu(t, "tanh"); },
-       [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }},
+       [](double x) {
+         return zero_at_minus_inf(x, 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))));
+       }},
       {"softplus", [](const Tensor& t) { return softplus(t); },
        [](double x) { return x > 20 ? x : std::log1p(std::exp(x)); }},
   };

@@ -1,4 +1,11 @@
-"""Shared helpers of the Python tests: flambeau is compared with PyTorch 2.13 and numpy."""
+"""Shared helpers of the Python tests: flambeau is compared with PyTorch 2.13 and numpy.
+
+Every test starts from the same seeds (numpy's global RNG, Python's `random`, torch and
+flambeau), so it gives the same inputs alone, in the suite and in any order.
+`--shuffle-seed N` runs the collected tests in an order shuffled with N (replay a failure
+with the seed printed in the header); scripts/test.sh runs file order and two shuffles."""
+import random
+
 import numpy as np
 import pytest
 import torch
@@ -39,5 +46,29 @@ def assert_close(f, t, rtol=1e-6, atol=1e-6, check_dtype=True):
 
 @pytest.fixture(autouse=True)
 def _seed():
+    random.seed(0)
+    np.random.seed(0)
     fl.manual_seed(0)
     torch.manual_seed(0)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--shuffle-seed", type=int, default=None,
+                     help="run the tests in an order shuffled with this seed")
+
+
+def pytest_report_header(config):
+    seed = config.getoption("--shuffle-seed")
+    return f"test order: {'shuffled, --shuffle-seed ' + str(seed) if seed is not None else 'file order'}"
+
+
+def pytest_collection_modifyitems(config, items):
+    seed = config.getoption("--shuffle-seed")
+    if seed is not None:
+        random.Random(seed).shuffle(items)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    seed = config.getoption("--shuffle-seed")
+    if seed is not None:  # also under -q, which hides the header
+        terminalreporter.write_line(f"test order was shuffled with --shuffle-seed {seed}")

@@ -20,6 +20,10 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
   constexpr bool f32 = sizeof(T) == 4;
   auto one = [](auto d) { return hn::Set(d, T(1)); };
   auto sigmoid = [&](auto d, auto v) { return hn::Div(one(d), hn::Add(one(d), ExpIeee(d, hn::Neg(v)))); };
+  // silu and gelu tend to 0 at -inf, where their formulas give -inf * 0 = NaN.
+  auto zero_at_minus_inf = [](auto d, auto v, auto r) {
+    return hn::IfThenZeroElse(hn::Eq(v, hn::Set(d, -std::numeric_limits<T>::infinity())), r);
+  };
   switch (op) {
     case UnaryOp::neg: return map_unary(x, y, n, [](auto, auto v) { return hn::Neg(v); });
     case UnaryOp::abs: return map_unary(x, y, n, [](auto, auto v) { return hn::Abs(v); });
@@ -49,7 +53,7 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
       return map_unary(x, y, n, [](auto d, auto v) { return hn::IfThenZeroElse(v < hn::Zero(d), v); });
     case UnaryOp::silu:
       return map_unary(x, y, n, [&](auto d, auto v) {
-        return hn::Div(v, hn::Add(one(d), ExpIeee(d, hn::Neg(v))));
+        return zero_at_minus_inf(d, v, hn::Div(v, hn::Add(one(d), ExpIeee(d, hn::Neg(v)))));
       });
     case UnaryOp::erf:
       if constexpr (f32) return map_unary(x, y, n, [](auto d, auto v) { return ErfF32(d, v); });
@@ -63,10 +67,12 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
       if constexpr (f32) {
         return map_unary(x, y, n, [&](auto d, auto v) {
           const auto e = ErfF32(d, hn::Mul(v, hn::Set(d, T(0.70710678118654752440))));
-          return hn::Mul(hn::Mul(v, hn::Set(d, T(0.5))), hn::Add(one(d), e));
+          return zero_at_minus_inf(d, v, hn::Mul(hn::Mul(v, hn::Set(d, T(0.5))), hn::Add(one(d), e)));
         });
       } else {
-        return map_libm(x, y, n, [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(0.70710678118654752440))); });
+        return map_libm(x, y, n, [](T v) {
+          return std::isinf(v) && v < 0 ? T(0) : T(0.5) * v * (T(1) + std::erf(v * T(0.70710678118654752440)));
+        });
       }
     case UnaryOp::gelu_tanh:
       // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), tanh(z) = 1 - 2 / (exp(2z) + 1)
@@ -75,7 +81,7 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
                                    hn::MulAdd(hn::Mul(hn::Set(d, T(0.044715)), hn::Mul(v, v)), v, v));
         const auto e = ExpIeee(d, hn::Add(inner, inner));
         const auto th = hn::Sub(one(d), hn::Div(hn::Set(d, T(2)), hn::Add(e, one(d))));
-        return hn::Mul(hn::Mul(v, hn::Set(d, T(0.5))), hn::Add(one(d), th));
+        return zero_at_minus_inf(d, v, hn::Mul(hn::Mul(v, hn::Set(d, T(0.5))), hn::Add(one(d), th)));
       });
   }
 }
