@@ -2,6 +2,7 @@
 // [outer, R, inner]: inner == 1 reduces contiguous rows (SIMD), inner > 1 reduces down
 // columns. Long rows are cut into pieces of a fixed size and the pieces combined in
 // order, so the bits never depend on the thread count (see parallel.h).
+#include "flambeau/autograd/autocast.h"
 #include <cmath>
 #include <limits>
 
@@ -276,6 +277,7 @@ Tensor sum(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType>
 }
 
 Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+  FLB_AUTOCAST(fp32, prod, t, dims, keepdim, dtype);
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
   autograd::record_prod(t, dims, out);
