@@ -56,8 +56,8 @@ TEST(Autocast, StateNestsAndRestores) {
     EXPECT_FALSE(other);
   }
   EXPECT_FALSE(autocast::is_enabled());
-  EXPECT_THROW(AutocastGuard(kFloat32), TypeError);
-  EXPECT_THROW(AutocastGuard(kFloat64), TypeError);
+  EXPECT_THROW({ AutocastGuard g(kFloat32); }, TypeError);
+  EXPECT_THROW({ AutocastGuard g(kFloat64); }, TypeError);
   EXPECT_FALSE(autocast::is_enabled());
 }
 
