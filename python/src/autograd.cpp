@@ -1,7 +1,6 @@
 // Autograd in Python: Tensor.requires_grad / grad / grad_fn / backward / register_hook,
 // flambeau._C grad-mode switches, autograd.backward / grad / gradcheck. Hooks written in
 // Python run with the GIL taken back; the engine itself runs without it.
-#include "flambeau/autograd/autocast.h"
 #include <mutex>
 #include <set>
 
@@ -10,6 +9,7 @@
 #include <nanobind/stl/tuple.h>
 
 #include "bindings.h"
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 
 namespace flambeau::python {

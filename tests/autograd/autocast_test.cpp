@@ -10,7 +10,6 @@
 
 namespace flambeau {
 namespace {
-using autocast::AutocastGuard;
 namespace F = nn::functional;
 
 Tensor seeded(const Dims& shape, uint64_t seed) {

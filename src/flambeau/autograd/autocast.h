@@ -78,6 +78,10 @@ cast_args(Policy policy, const Ts&... args) {
 
 }  // namespace flambeau::autocast
 
+namespace flambeau {
+using autocast::AutocastGuard;  // flambeau::AutocastGuard guard(kBFloat16);
+}  // namespace flambeau
+
 // The first line of an op under autocast: reruns `op` on the recast arguments when a cast
 // applies (the rerun finds nothing left to cast).
 #define FLB_AUTOCAST(policy, op, ...)                                                              \

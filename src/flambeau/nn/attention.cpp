@@ -5,13 +5,13 @@
 // in a fixed order (query heads of a GQA group one after another).
 #include "flambeau/nn/attention.h"
 
-#include "flambeau/autograd/autocast.h"
 #include "flambeau/kernels/cpu/blas.h"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"

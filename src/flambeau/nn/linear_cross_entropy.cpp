@@ -1,11 +1,11 @@
 // linear_cross_entropy: argument checks, the autograd wiring of the chunked kernel
 // (linear_cross_entropy_kernel.cpp) and the composite reference it is tested against.
-#include "flambeau/autograd/autocast.h"
 #include "flambeau/nn/linear_cross_entropy.h"
 
 #include <cmath>
 #include <limits>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/linear_cross_entropy_kernel.h"

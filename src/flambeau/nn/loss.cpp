@@ -2,9 +2,9 @@
 // where, softplus ...), so autograd derives their gradients; cross_entropy over [N, C]
 // logits and class indices is one fused op. Every argument is checked before anything is
 // computed.
-#include "flambeau/autograd/autocast.h"
 #include <cmath>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"

@@ -2,10 +2,10 @@
 // [outer, R, inner]: inner == 1 reduces contiguous rows (SIMD), inner > 1 reduces down
 // columns. Long rows are cut into pieces of a fixed size and the pieces combined in
 // order, so the bits never depend on the thread count (see parallel.h).
-#include "flambeau/autograd/autocast.h"
 #include <cmath>
 #include <limits>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/autograd/derivatives.h"
