@@ -30,6 +30,7 @@ const std::vector<Setting>& settings() {
       {"weight_decay", &Config::weight_decay, false}, {"beta1", &Config::beta1, false},
       {"beta2", &Config::beta2, false},          {"grad_clip", &Config::grad_clip, false},
       {"z_loss", &Config::z_loss, false},        {"seed", &Config::seed, false},
+      {"dtype", &Config::dtype, false},
       {"eval_every", &Config::eval_every, false}, {"eval_batches", &Config::eval_batches, false},
       {"checkpoint_every", &Config::checkpoint_every, false}, {"threads", &Config::threads, false},
       {"data_dir", &Config::data_dir, false},    {"out_dir", &Config::out_dir, false},
@@ -140,6 +141,7 @@ void Config::validate() const {
   need(grad_clip >= 0 && z_loss >= 0 && weight_decay >= 0, "grad_clip, z_loss and weight_decay must be >= 0");
   need(eval_every >= 1 && eval_batches >= 1 && checkpoint_every >= 1, "eval_every, eval_batches, checkpoint_every >= 1");
   need(threads >= 0, "threads must be >= 0");
+  need(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16");
   need(temperature >= 0 && top_p > 0 && top_p <= 1 && top_k >= 0, "temperature >= 0, top_p in (0, 1], top_k >= 0");
   need(num_samples >= 0 && max_new_tokens >= 0, "num_samples and max_new_tokens must be >= 0");
 }

@@ -18,6 +18,9 @@ struct Config {
   int64_t stop_at = 0;  // end this run after that many steps (0: steps); not stored
   double lr = 3e-3, min_lr = 3e-4, weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, grad_clip = 1.0;
   double z_loss = 1e-4;
+  // "fp32", or "bf16": float32 weights and AdamW state, the GEMMs of the blocks on bfloat16
+  // operands with float32 accumulation and float32 results.
+  std::string dtype = "fp32";
   uint64_t seed = 1337;
   int64_t eval_every = 150, eval_batches = 16, checkpoint_every = 300, threads = 0;  // 0: all cores
   std::string data_dir = "/usr/share/games/fortunes";

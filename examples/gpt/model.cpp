@@ -6,6 +6,7 @@
 #include "flambeau/autograd/function.h"
 #include "flambeau/autograd/node.h"
 #include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/gemm16.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/init.h"
@@ -94,23 +95,70 @@ void for_each_head(int64_t B, int64_t T, int64_t H, int64_t D, int64_t pos0, con
   });
 }
 
+// Note [bf16 GEMMs]: with dtype bf16 the GEMM operands of the blocks (activations, weights,
+// gradients) are rounded to bfloat16 once and multiplied by kernels::gemm16 with float32
+// accumulation; results, weights and optimizer state stay float32. The bf16 copies of the
+// weights made in the forward are saved for the backward, so each is cast once per step.
+
+// a @ b (2-D, float32 result); bfloat16 operands go through gemm16 (b is rounded to a's
+// dtype), float32 ones through mm.
+Tensor gemm(const Tensor& a, const Tensor& b_in) {
+  if (a.dtype() == kFloat32 && b_in.dtype() == kFloat32) return mm(a, b_in);
+  autograd::NoGradGuard no_grad;
+  const Tensor b = b_in.to(kBFloat16);
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (m == 0 || n == 0 || k == 0) return zeros({m, n}, kFloat32);
+  // Each operand as rows (stride 1 along dim 1) or transposed rows (stride 1 along dim 0).
+  auto operand = [](const Tensor& x, bool* trans, int64_t* ld) {
+    const Tensor c = x.stride(1) == 1 && x.stride(0) >= x.size(1) ? x
+                     : x.stride(0) == 1 && x.stride(1) >= x.size(0) ? x
+                                                                    : x.contiguous();
+    *trans = !(c.stride(1) == 1 && c.stride(0) >= c.size(1));
+    *ld = *trans ? c.stride(1) : c.stride(0);
+    return c;
+  };
+  bool ta, tb;
+  int64_t lda, ldb;
+  const Tensor a2 = operand(a, &ta, &lda), b2 = operand(b, &tb, &ldb);
+  Tensor out = empty({m, n}, kFloat32);
+  kernels::gemm16<BFloat16, float>(ta, tb, m, n, k, 1.f, a2.data<BFloat16>(), lda, b2.data<BFloat16>(), ldb, 0.f,
+                                   out.data<float>(), n);
+  return out;
+}
+
 // h [..., d] as a contiguous [N, d], and weights [k, d] stacked into one [sum k, d], both
-// without history: the operands of one GEMM for several linear layers that share h.
-std::pair<Tensor, Tensor> stacked(const Tensor& h, const std::vector<const Tensor*>& weights) {
+// without history and in `dt`: the operands of one GEMM for several linear layers that share h.
+std::pair<Tensor, Tensor> stacked(const Tensor& h, const std::vector<const Tensor*>& weights, DType dt) {
   autograd::NoGradGuard no_grad;
   std::vector<Tensor> ws;
   for (const Tensor* w : weights) ws.push_back(w->detach());
-  return {h.detach().reshape({-1, h.size(-1)}).contiguous(), cat(ws, 0)};
+  const Tensor w = ws.size() == 1 ? ws[0] : cat(ws, 0);
+  return {h.detach().reshape({-1, h.size(-1)}).to(dt).contiguous(), w.to(dt).contiguous()};
 }
 
 // The backward of y = h2 @ w^T for stacked(): dh in h's shape, then each weight's rows of dw.
-std::vector<Tensor> stacked_grads(const Tensor& dy, const Tensor& h2, const Tensor& w, const Dims& h_shape,
+std::vector<Tensor> stacked_grads(const Tensor& dy_in, const Tensor& h2, const Tensor& w, const Dims& h_shape,
                                   int64_t parts) {
-  const Tensor dw = mm(dy.t(), h2);
-  std::vector<Tensor> grads{mm(dy, w).reshape(h_shape)};
+  const Tensor dy = dy_in.to(h2.dtype());
+  const Tensor dw = gemm(dy.t(), h2);
+  std::vector<Tensor> grads{gemm(dy, w).reshape(h_shape)};
   const int64_t rows = w.size(0) / parts;
   for (int64_t i = 0; i < parts; ++i) grads.push_back(dw.narrow(0, i * rows, rows));
   return grads;
+}
+
+// x @ weight^T with the GEMM in `dt` (float32: nn::Linear's own path).
+Tensor linear(const Tensor& x, nn::Linear& layer, DType dt) {
+  if (dt == kFloat32) return layer.forward(x);
+  const auto [x2, w] = stacked(x, {&layer.weight}, dt);
+  Dims shape = x.sizes();
+  shape.back() = w.size(0);
+  Tensor y = gemm(x2, w.t()).reshape(shape);
+  autograd::record("Linear16Backward", {&y}, {&x, &layer.weight}, {x2, w},
+                   [x_shape = x.sizes()](const std::vector<Tensor>& g, const std::vector<Tensor>& saved) {
+                     return stacked_grads(g[0].reshape({-1, saved[1].size(0)}), saved[0], saved[1], x_shape, 1);
+                   });
+  return y;
 }
 
 // SwiGLU's silu(h W_gate^T) * (h W_up^T): one GEMM against the stacked weights, then one
@@ -129,9 +177,9 @@ void over_gate_chunks(const float* gu, int64_t rows, int64_t hid, const F& f) {
   });
 }
 
-Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up) {
-  const auto [h2, w] = stacked(h, {&w_gate, &w_up});
-  const Tensor gu = mm(h2, w.t());  // [N, 2 hid]: gate, then up
+Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt) {
+  const auto [h2, w] = stacked(h, {&w_gate, &w_up}, dt);
+  const Tensor gu = gemm(h2, w.t());  // [N, 2 hid]: gate, then up
   const int64_t N = gu.size(0), hid = w_gate.size(0);
   Dims y_shape = h.sizes();
   y_shape.back() = hid;
@@ -171,8 +219,8 @@ std::array<Tensor, 3> Gpt::qkv(const Block& b, const Tensor& h, int64_t pos0) co
   const int64_t B = h.size(0), T = h.size(1), d = config.d_model, H = config.n_head, D = config.head_dim(), half = D / 2;
   FLB_CHECK(h.dtype() == kFloat32 && h.dim() == 3 && h.size(2) == d && pos0 + T <= cos_.size(0), ValueError,
             "[gpt.qkv] expects float32 [B, T, ", d, "] within ", cos_.size(0), " positions, got ", shape_str(h.sizes()));
-  const auto [h2, w] = stacked(h, {&b.wq->weight, &b.wk->weight, &b.wv->weight});
-  const Tensor y = mm(h2, w.t());  // [B T, 3d]
+  const auto [h2, w] = stacked(h, {&b.wq->weight, &b.wk->weight, &b.wv->weight}, gemm_dtype());
+  const Tensor y = gemm(h2, w.t());  // [B T, 3d]
   std::array<Tensor, 3> out{empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32),
                             empty({B, H, T, D}, kFloat32)};
   const float* yp = y.data<float>();
@@ -201,7 +249,7 @@ std::array<Tensor, 3> Gpt::qkv(const Block& b, const Tensor& h, int64_t pos0) co
 }
 
 Tensor Gpt::mlp(const Block& b, const Tensor& h) const {
-  return b.w_down->forward(swiglu(h, b.w_gate->weight, b.w_up->weight));
+  return linear(swiglu(h, b.w_gate->weight, b.w_up->weight, gemm_dtype()), *b.w_down, gemm_dtype());
 }
 
 Tensor Gpt::hidden(const Tensor& inputs, const Tensor& doc_ids) {
@@ -217,7 +265,7 @@ Tensor Gpt::hidden(const Tensor& inputs, const Tensor& doc_ids) {
     const Tensor h = b->attn_norm->forward(x);
     const auto [q, k, v] = qkv(*b, h, 0);
     const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr(), mask).first;
-    x = x + b->wo->forward(a.transpose(1, 2).reshape({B, T, H * D}));
+    x = x + linear(a.transpose(1, 2).reshape({B, T, H * D}), *b->wo, gemm_dtype());
     x = x + mlp(*b, b->mlp_norm->forward(x));
   }
   return norm->forward(x);
@@ -254,7 +302,7 @@ Tensor Gpt::decode_step(int64_t token, KVCache& cache) {
     cache.v[l].narrow(2, pos, 1).copy_(v_new);
     const Tensor k = cache.k[l].narrow(2, first, pos + 1 - first), v = cache.v[l].narrow(2, first, pos + 1 - first);
     const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr()).first;
-    x = x + b.wo->forward(a.transpose(1, 2).reshape({1, 1, H * D}));
+    x = x + linear(a.transpose(1, 2).reshape({1, 1, H * D}), *b.wo, gemm_dtype());
     x = x + mlp(b, b.mlp_norm->forward(x));
   }
   cache.length = pos + 1;

@@ -50,6 +50,8 @@ class Gpt : public flambeau::nn::Module {
   // [pos0, pos0 + T), q and k rotated by RoPE (one fused op).
   std::array<flambeau::Tensor, 3> qkv(const Block& b, const flambeau::Tensor& h, int64_t pos0) const;
   flambeau::Tensor mlp(const Block& b, const flambeau::Tensor& h) const;
+  // The dtype of the blocks' GEMM operands (config.dtype; Note [bf16 GEMMs] in model.cpp).
+  flambeau::DType gemm_dtype() const { return config.dtype == "bf16" ? flambeau::kBFloat16 : flambeau::kFloat32; }
   flambeau::Tensor cos_, sin_;  // [max positions, head_dim / 2]
 };
 

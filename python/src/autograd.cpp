@@ -6,8 +6,10 @@
 
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
 
 #include "bindings.h"
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 
 namespace flambeau::python {
@@ -91,6 +93,21 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
 
   m.def("is_grad_enabled", &autograd::grad_mode_enabled);
   m.def("_set_grad_enabled", &autograd::set_grad_mode, "enabled"_a);
+  // CPU autocast's per-thread state (flambeau/amp.py builds torch's API on these).
+  m.def("_autocast_enter", [](DType dt, bool enabled, bool cache_enabled) {
+    const autocast::State s = autocast::enter(dt, enabled, cache_enabled);
+    return std::make_tuple(s.enabled, s.cache_enabled, s.dtype);
+  });
+  m.def("_autocast_exit", [](bool enabled, bool cache_enabled, DType dt) {
+    autocast::exit({enabled, cache_enabled, dt});
+  });
+  m.def("_is_autocast_cpu_enabled", &autocast::is_enabled);
+  m.def("_set_autocast_cpu_enabled", &autocast::set_enabled);
+  m.def("_get_autocast_cpu_dtype", &autocast::dtype);
+  m.def("_set_autocast_cpu_dtype", &autocast::set_dtype);
+  m.def("is_autocast_cache_enabled", &autocast::is_cache_enabled);
+  m.def("set_autocast_cache_enabled", &autocast::set_cache_enabled, "enabled"_a);
+  m.def("clear_autocast_cache", &autocast::clear_cache);
   m.def("_backward", [](nb::handle tensors, nb::handle grads, bool retain_graph) {
     const std::vector<Tensor> roots = tensors_of(tensors), gs = tensors_of(grads);
     nb::gil_scoped_release release;

@@ -1,5 +1,6 @@
 // flambeau: the one header to include.
 #pragma once
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/autograd.h"
 #include "flambeau/core/allocator.h"
 #include "flambeau/core/generator.h"

@@ -104,17 +104,24 @@ TEST(Gpt, PackedDocumentsSeeOnlyThemselves) {
 
 // Resuming on another thread count, both ways: 2 -> 1 and 1 -> 2 threads (1 -> 2 once
 // caught OpenBLAS running multi-threaded after set_num_threads raised the OpenMP count).
+// Likewise with --dtype bf16, whose weights and AdamW state stay float32.
 TEST(Gpt, ResumeEqualsUninterruptedBitwise) {
   const int threads = get_num_threads();
+  for (const std::string dtype : {"fp32", "bf16"})
   for (const int before : {2, 1}) {
     set_num_threads(before);
     const fs::path data = make_corpus();
     const fs::path straight = data / "straight", split = data / "split";
-    gpt::train(tiny(data, straight), "");
-    gpt::Config first = tiny(data, split);
+    auto tiny_as = [&](const fs::path& out) {
+      gpt::Config c = tiny(data, out);
+      c.dtype = dtype;
+      return c;
+    };
+    gpt::train(tiny_as(straight), "");
+    gpt::Config first = tiny_as(split);
     first.stop_at = 3;
     gpt::train(first, "");
-    gpt::Config rest = tiny(data, split);
+    gpt::Config rest = tiny_as(split);
     rest.threads = 3 - before;
     const std::string ckpt = (split / "ckpt.safetensors").string();
     EXPECT_EQ(gpt::read_checkpoint(ckpt).step, 3);
@@ -123,8 +130,9 @@ TEST(Gpt, ResumeEqualsUninterruptedBitwise) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_EQ(a[i].first, b[i].first);
-      EXPECT_TRUE(flambeau::testing::bitwise_equal(a[i].second, b[i].second)) << a[i].first << ", " << before
-                                                                                << " then " << 3 - before << " threads";
+      EXPECT_TRUE(flambeau::testing::bitwise_equal(a[i].second, b[i].second))
+          << a[i].first << ", " << dtype << ", " << before << " then " << 3 - before << " threads";
+      if (a[i].second.is_floating_point()) EXPECT_EQ(a[i].second.dtype(), kFloat32) << a[i].first;
     }
     // The log holds every step once, and the plot was written.
     std::ifstream log(split / "log.jsonl");
@@ -151,4 +159,46 @@ TEST(Gpt, DecodeStepsMatchTheFullForward) {
     const Tensor step = model.decode_step(tokens.data<int64_t>()[t], cache);
     EXPECT_TRUE(all_close(values(step), values(full.select(1, t).reshape({-1})), 1e-4, 1e-5)) << "position " << t;
   }
+}
+
+// --dtype bf16 tracks float32 training. Each GEMM of a block rounds its two operands to bf16
+// (relative 2^-8 each, products summed in float32), so a GEMM's output moves by at most about
+// 2 * 2^-8 of the sum of |products|; the 4 n_layer GEMMs on the way to the logits add up to
+// a relative change of the hidden state, and so of the logits and the loss, of at most
+// 8 n_layer 2^-8 (cancellation aside). Loss and gradient norm are held to that at the first
+// step and, with Adam moving each weight by at most lr per step, over a few more.
+TEST(Gpt, Bf16TracksFloat32) {
+  const fs::path data = make_corpus();
+  const gpt::Corpus corpus = gpt::load_fortunes(data.string());
+  gpt::Config c32 = tiny(data, data / "out"), c16 = c32;
+  c16.dtype = "bf16";
+  gpt::Gpt m32(c32), m16(c16);
+  optim::AdamOptions o;
+  o.lr = 1e-3;
+  optim::AdamW opt32(m32.parameters(), o), opt16(m16.parameters(), o);
+  const double bound = 8.0 * double(c32.n_layer) * std::ldexp(1.0, -8);
+  for (int64_t step = 0; step < 4; ++step) {
+    const gpt::Batch b = gpt::train_batch(corpus.train, c32.batch_size, c32.seq_len, c32.seed, step);
+    const Tensor l32 = m32.loss(b.inputs, b.targets, b.doc_ids, c32.z_loss);
+    const Tensor l16 = m16.loss(b.inputs, b.targets, b.doc_ids, c16.z_loss);
+    ASSERT_EQ(l16.dtype(), kFloat32);
+    EXPECT_NEAR(l16.item<double>(), l32.item<double>(), bound * l32.item<double>()) << "step " << step;
+    opt32.zero_grad(), opt16.zero_grad();
+    l32.backward(), l16.backward();
+    const std::vector<Tensor> p32 = m32.parameters(), p16 = m16.parameters();
+    double diff = 0, norm = 0, bits_differ = 0;
+    for (size_t i = 0; i < p32.size(); ++i) {
+      ASSERT_EQ(p16[i].dtype(), kFloat32);
+      ASSERT_EQ(p16[i].grad().dtype(), kFloat32);
+      const auto g32 = values(p32[i].grad()), g16 = values(p16[i].grad());
+      for (size_t j = 0; j < g32.size(); ++j) diff += (g16[j] - g32[j]) * (g16[j] - g32[j]), norm += g32[j] * g32[j];
+      bits_differ += !flambeau::testing::bitwise_equal(p32[i].grad(), p16[i].grad());
+    }
+    EXPECT_LE(std::sqrt(diff), 2 * bound * std::sqrt(norm)) << "step " << step;
+    EXPECT_GT(bits_differ, 0);  // the bf16 path did run
+    opt32.step(), opt16.step();
+  }
+  for (const auto& state : opt16.state_dict().params)
+    for (const auto& [name, t] : state) EXPECT_EQ(t.dtype(), kFloat32) << name;
+  fs::remove_all(data);
 }

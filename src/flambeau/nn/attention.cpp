@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
@@ -170,6 +171,7 @@ Tensor as_bhle(const Tensor& t) {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, bool enable_gqa) {
+  FLB_AUTOCAST(lower, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   FLB_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(), ValueError,
             "[scaled_dot_product_attention] expected q, k, v with the same number (>= 3) of dims, got ",
             shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/linear_cross_entropy_kernel.h"
@@ -101,6 +102,7 @@ Tensor linear_cross_entropy(const Tensor& input, const Tensor& linear_weight, co
                             const std::optional<Tensor>& linear_bias, const std::optional<Tensor>& weight,
                             const std::string& reduction, int64_t ignore_index, double label_smoothing, double z_loss,
                             std::optional<int64_t> chunk_size) {
+  FLB_AUTOCAST(fp32, linear_cross_entropy, input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, z_loss, chunk_size);
   const Problem p = check_args(input, linear_weight, target, linear_bias, weight, reduction, label_smoothing, z_loss,
                                chunk_size);
   const bool grad_mode = autograd::grad_mode_enabled();

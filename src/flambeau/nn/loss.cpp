@@ -4,6 +4,7 @@
 // computed.
 #include <cmath>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
@@ -212,6 +213,7 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
                 const std::string& reduction) {
+  FLB_AUTOCAST(fp32, nll_loss, input, target, weight, ignore_index, reduction);
   check_reduction("nll_loss", reduction);
   const ClassTargets c = class_targets("nll_loss", input, target, weight, ignore_index);
   return nll_from(classes_last(input), c, reduction);
@@ -219,6 +221,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<T
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                      int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+  FLB_AUTOCAST(fp32, cross_entropy, input, target, weight, ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   check_reduction(op, reduction);
   FLB_CHECK(label_smoothing >= 0 && label_smoothing <= 1, ValueError, "[", op,
@@ -258,6 +261,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  FLB_AUTOCAST(fp32, mse_loss, input, target, reduction);
   check_reduction("mse_loss", reduction);
   broadcast_shapes(input.sizes(), target.sizes(), "mse_loss");
   const Tensor d = sub(input, target);
@@ -265,6 +269,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  FLB_AUTOCAST(fp32, l1_loss, input, target, reduction);
   check_reduction("l1_loss", reduction);
   broadcast_shapes(input.sizes(), target.sizes(), "l1_loss");
   return reduce(abs(sub(input, target)), reduction);
@@ -272,6 +277,7 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& red
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
                                         const std::string& reduction, const std::optional<Tensor>& pos_weight) {
+  FLB_AUTOCAST(fp32, binary_cross_entropy_with_logits, input, target, weight, reduction, pos_weight);
   const char* op = "binary_cross_entropy_with_logits";
   check_reduction(op, reduction);
   FLB_CHECK(target.sizes() == input.sizes(), ValueError, "[", op, "] target of shape ", shape_str(target.sizes()),

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/gemm16.h"
 
@@ -108,6 +109,7 @@ void check_mm(const char* op, const Tensor& a, const Tensor& b) {
 const char* bf16_matmul_backend() { return kernels::gemm16_backend(true); }
 
 Tensor mm(const Tensor& a, const Tensor& b) {
+  FLB_AUTOCAST(lower, mm, a, b);
   check_mm("mm", a, b);
   Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
   {
@@ -120,6 +122,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  FLB_AUTOCAST(lower, addmm, self, a, b, beta, alpha);
   check_mm("addmm", a, b);
   check_same_dtype("addmm", self, a);
   const Dims shape{a.size(0), b.size(1)};
@@ -142,6 +145,7 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, 
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  FLB_AUTOCAST(lower, bmm, a, b);
   FLB_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "[bmm] expected 3-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   check_same_dtype("bmm", a, b);
   FLB_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), ValueError, "[bmm] batch1 ", shape_str(a.sizes()),
@@ -159,6 +163,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  FLB_AUTOCAST(lower, baddbmm, self, a, b, beta, alpha);
   Tensor prod = bmm(a, b);
   check_same_dtype("baddbmm", self, a);
   FLB_CHECK(broadcast_shapes(self.sizes(), prod.sizes(), "baddbmm") == prod.sizes(), ValueError, "[baddbmm] self of shape ",
@@ -184,6 +189,7 @@ Tensor outer(const Tensor& a, const Tensor& b) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  FLB_AUTOCAST(lower, matmul, a, b);
   FLB_CHECK(a.dim() >= 1 && b.dim() >= 1, ValueError, "[matmul] both arguments need at least 1 dimension, got ",
             a.dim(), "-D and ", b.dim(), "-D");
   if (a.dim() == 1 && b.dim() == 1) return dot(a, b);
@@ -216,6 +222,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias) {
+  FLB_AUTOCAST(lower, linear, x, weight, bias);
   FLB_CHECK(weight.dim() == 2, ValueError, "[linear] weight must be 2-D, got shape ", shape_str(weight.sizes()));
   FLB_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError, "[linear] input of shape ", shape_str(x.sizes()),
             " cannot be multiplied by weight of shape ", shape_str(weight.sizes()));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/autograd/derivatives.h"
@@ -276,6 +277,7 @@ Tensor sum(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType>
 }
 
 Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+  FLB_AUTOCAST(fp32, prod, t, dims, keepdim, dtype);
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
   autograd::record_prod(t, dims, out);
