@@ -94,7 +94,7 @@ void capsule_destructor(PyObject* capsule) {
 // Storage ctx of an imported array: keeps the exporter's buffer alive.
 void release_import(void*, size_t, void* ctx) {
   PyGILState_STATE s = PyGILState_Ensure();
-  delete static_cast<nb::ndarray<>*>(ctx);
+  delete static_cast<nb::ndarray<nb::ro>*>(ctx);
   PyGILState_Release(s);
 }
 
@@ -118,7 +118,7 @@ nb::object to_dlpack(const Tensor& t) {
 Tensor from_dlpack(nb::handle obj) {
   Tensor* t = nullptr;
   if (nb::try_cast<Tensor*>(obj, t) && t) return *t;
-  nb::ndarray<> arr;
+  nb::ndarray<nb::ro> arr;  // read-only arrays too (numpy's broadcast_to): imported as a copy below
   if (!nb::try_cast(obj, arr))
     throw TypeError(std::string("[from_dlpack] expected an object with __dlpack__ (numpy array, torch tensor), got ") +
                     nb::type_name(obj.type()).c_str());
@@ -136,11 +136,14 @@ Tensor from_dlpack(nb::handle obj) {
     extent += (int64_t(arr.shape(d)) - 1) * arr.stride(d);
   }
   auto storage = std::make_shared<Storage>();
-  storage->data = arr.data();
+  storage->data = const_cast<void*>(arr.data());
   storage->nbytes = empty ? 0 : size_t(extent) * itemsize(dt);
-  storage->ctx = new nb::ndarray<>(arr);
+  storage->ctx = new nb::ndarray<nb::ro>(arr);
   storage->deleter = release_import;
-  return make_tensor(storage, dt, sizes, strides, 0);
+  const Tensor out = make_tensor(storage, dt, sizes, strides, 0);
+  // A tensor may be written, a read-only array must not be: take a copy of those.
+  const bool read_only = nb::hasattr(obj, "flags") && !nb::cast<bool>(obj.attr("flags").attr("writeable"));
+  return read_only ? out.clone() : out;
 }
 
 nb::object to_numpy(const Tensor& t) {
