@@ -1,7 +1,7 @@
 // SIMD kernels for attention tiles: a fast exp-and-sum of score rows, row dot products for
 // decoding, and a small float32 GEMM (a few hundred rows/columns, k <= a few hundred):
-// register-blocked 6 x (2 vectors) micro-kernels over a row-major B, with A read through
-// arbitrary strides (so A or A^T), no packing and no call overhead. Fixed summation order
+// register-blocked (6 or 12) x (2 vectors) micro-kernels over a row-major B (the last columns
+// through a zero-padded copy), with A read through arbitrary strides (so A or A^T), no packing. Fixed summation order
 // (k ascending), so results do not depend on how callers split the work.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "flambeau/kernels/cpu/simd_gemm_small.cpp"
@@ -10,6 +10,9 @@
 #include <hwy/highway.h>
 
 #include <cmath>
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "flambeau/kernels/cpu/simd_gemm_small.h"
 
@@ -17,62 +20,72 @@ HWY_BEFORE_NAMESPACE();
 namespace flambeau::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// c[MR x 2N] (+)= alpha * a[MR x k] b[k x 2N].
-template <int MR, class D>
+// Rows per micro-tile: 12 where the target has 32 vector registers (AVX-512, NEON, SVE: 24
+// accumulators), 6 on x86 targets with 16 (AVX2, SSE4: 12 accumulators).
+#if HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+constexpr int kMaxRows = 6;
+#else
+constexpr int kMaxRows = 12;
+#endif
+
+// c[MR x NV vectors] (+)= alpha * a[MR x k] b[k x NV vectors].
+template <int MR, int NV, class D>
 HWY_INLINE void micro(D d, int64_t k, float alpha, const float* a, int64_t ars, int64_t aks, const float* b,
                       int64_t ldb, float beta, float* c, int64_t ldc) {
   const size_t N = hn::Lanes(d);
   using V = hn::Vec<D>;
-  V c0[MR], c1[MR];
-  for (int r = 0; r < MR; ++r) c0[r] = hn::Zero(d), c1[r] = hn::Zero(d);
+  V acc[MR][NV];
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = hn::Zero(d);
   for (int64_t e = 0; e < k; ++e) {
-    const V b0 = hn::LoadU(d, b + e * ldb), b1 = hn::LoadU(d, b + e * ldb + N);
+    V bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = hn::LoadU(d, b + e * ldb + v * N);
     for (int r = 0; r < MR; ++r) {
       const V av = hn::Set(d, a[r * ars + e * aks]);
-      c0[r] = hn::MulAdd(av, b0, c0[r]);
-      c1[r] = hn::MulAdd(av, b1, c1[r]);
+      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
     }
   }
-  const V va = hn::Set(d, alpha);
-  for (int r = 0; r < MR; ++r) {
-    float* cr = c + r * ldc;
-    V o0 = hn::Mul(c0[r], va), o1 = hn::Mul(c1[r], va);
-    if (beta != 0.f) {
-      const V vb = hn::Set(d, beta);
-      o0 = hn::MulAdd(hn::LoadU(d, cr), vb, o0);
-      o1 = hn::MulAdd(hn::LoadU(d, cr + N), vb, o1);
+  const V va = hn::Set(d, alpha), vb = hn::Set(d, beta);
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) {
+      float* cr = c + r * ldc + v * N;
+      V o = hn::Mul(acc[r][v], va);
+      if (beta != 0.f) o = hn::MulAdd(hn::LoadU(d, cr), vb, o);
+      hn::StoreU(o, d, cr);
     }
-    hn::StoreU(o0, d, cr);
-    hn::StoreU(o1, d, cr + N);
-  }
+}
+
+// All m rows of one column block: kMaxRows at a time, then one micro-tile of the rest.
+template <int NV, class D, int... R>
+HWY_INLINE void column_block(D d, int64_t m, int64_t k, float alpha, const float* a, int64_t ars, int64_t aks,
+                             const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                             std::integer_sequence<int, R...>) {
+  using Fn = void (*)(D, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t, float, float*, int64_t);
+  static constexpr Fn kRest[] = {&micro<R + 1, NV, D>...};
+  int64_t r = 0;
+  for (; r + kMaxRows <= m; r += kMaxRows)
+    micro<kMaxRows, NV>(d, k, alpha, a + r * ars, ars, aks, b, ldb, beta, c + r * ldc, ldc);
+  if (r < m) kRest[m - r - 1](d, k, alpha, a + r * ars, ars, aks, b, ldb, beta, c + r * ldc, ldc);
 }
 
 void gemm_small_f32_impl(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ars, int64_t aks,
                          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const hn::ScalableTag<float> d;
-  const int64_t NR = 2 * int64_t(hn::Lanes(d));
+  const int64_t N = int64_t(hn::Lanes(d));
+  const auto rows = std::make_integer_sequence<int, kMaxRows - 1>();
   int64_t j = 0;
-  for (; j + NR <= n; j += NR) {
-    int64_t r = 0;
-    for (; r + 6 <= m; r += 6) micro<6>(d, k, alpha, a + r * ars, ars, aks, b + j, ldb, beta, c + r * ldc + j, ldc);
-    const float* ar = a + r * ars;
-    float* cr = c + r * ldc + j;
-    switch (m - r) {
-      case 5: micro<5>(d, k, alpha, ar, ars, aks, b + j, ldb, beta, cr, ldc); break;
-      case 4: micro<4>(d, k, alpha, ar, ars, aks, b + j, ldb, beta, cr, ldc); break;
-      case 3: micro<3>(d, k, alpha, ar, ars, aks, b + j, ldb, beta, cr, ldc); break;
-      case 2: micro<2>(d, k, alpha, ar, ars, aks, b + j, ldb, beta, cr, ldc); break;
-      case 1: micro<1>(d, k, alpha, ar, ars, aks, b + j, ldb, beta, cr, ldc); break;
-      default: break;
-    }
-  }
-  for (int64_t r = 0; r < m && j < n; ++r)  // column tail, scalar (same k order)
-    for (int64_t jj = j; jj < n; ++jj) {
-      float s = 0;
-      for (int64_t e = 0; e < k; ++e) s += a[r * ars + e * aks] * b[e * ldb + jj];
-      float& o = c[r * ldc + jj];
-      o = beta != 0.f ? s * alpha + beta * o : s * alpha;
-    }
+  for (; j + 2 * N <= n; j += 2 * N) column_block<2>(d, m, k, alpha, a, ars, aks, b + j, ldb, beta, c + j, ldc, rows);
+  if (j + N <= n) column_block<1>(d, m, k, alpha, a, ars, aks, b + j, ldb, beta, c + j, ldc, rows), j += N;
+  if (j == n) return;
+  // The last w < N columns: B's and C's copied into zero-padded blocks N wide, so that every
+  // lane takes the same vector path (and nothing is read or written past the matrices).
+  const int64_t w = n - j;
+  std::vector<float> bt(size_t(k * N), 0.f), ct(size_t(m * N), 0.f);
+  for (int64_t e = 0; e < k; ++e) std::copy_n(b + e * ldb + j, w, bt.data() + e * N);
+  if (beta != 0.f)
+    for (int64_t r = 0; r < m; ++r) std::copy_n(c + r * ldc + j, w, ct.data() + r * N);
+  column_block<1>(d, m, k, alpha, a, ars, aks, bt.data(), N, beta, ct.data(), N, rows);
+  for (int64_t r = 0; r < m; ++r) std::copy_n(ct.data() + r * N, w, c + r * ldc + j);
 }
 
 // exp(x) for x <= 0: 2^n * p(r), x = n ln2 + r, |r| <= ln2 / 2, p of degree 6 (rel. error
