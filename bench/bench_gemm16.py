@@ -6,7 +6,7 @@ ratios torch_time / flambeau_time.
     .venv/bin/python bench/bench_gemm16.py [--sizes 1024,2048,4096] [--reps 5] [--threads 2]
 """
 import argparse
-import time
+import statistics
 
 import torch
 import flambeau as fl
@@ -21,6 +21,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--torch-budget", type=float, default=20.0,
                     help="seconds one torch call may take before its row is timed once only")
+    ap.add_argument("--torch-skip", type=float, default=60.0,
+                    help="torch calls predicted (from the last size's rate) to take longer are not run")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     fl.set_num_threads(args.threads)
@@ -32,6 +34,7 @@ def main():
     g = torch.Generator().manual_seed(0)
     shapes = [("matmul", n, n, n) for n in map(int, args.sizes.split(","))]
     shapes.append(("linear", 8192, 4096, 4096))
+    torch_rate = {}  # (op, dtype) -> the last GFLOP/s torch gave
     for op, m, k, n in shapes:
         a32 = torch.randn(m, k, generator=g)
         b32 = torch.randn(k, n, generator=g) if op == "matmul" else torch.randn(n, k, generator=g)
@@ -44,16 +47,24 @@ def main():
                 f, t = (lambda: fl.matmul(fa, fb)), (lambda: torch.matmul(ta, tb))
             else:
                 f, t = (lambda: fl.nn.functional.linear(fa, fb)), (lambda: torch.nn.functional.linear(ta, tb))
-            once = timed(t)
-            if once > args.torch_budget:  # torch's path is too slow to repeat: one call each
-                tf, tt = min(timed(f) for _ in range(args.reps)), once
+            rate = torch_rate.get(("matmul", dt)) if op == "matmul" else None
+            if rate and flops / rate / 1e9 > args.torch_skip:  # torch's path would take minutes
+                tf = statistics.median(timed(f) for _ in range(args.reps))
+                est = flops / rate / 1e9
+                torch_col, ratio = f"not run (~{est:,.0f} s per call at {rate:.1f})", f">{est / tf:,.0f}x (est.)"
             else:
-                tf, tt = pair(f, t, args.reps)
+                once = timed(t)
+                if once > args.torch_budget:  # too slow to repeat: flambeau's median against one call
+                    tf, tt = statistics.median(timed(f) for _ in range(args.reps)), once
+                else:
+                    tf, tt = pair(f, t, args.reps)
+                torch_rate[(op, dt)] = flops / tt / 1e9
+                torch_col, ratio = f"{flops / tt / 1e9:,.1f}", f"{tt / tf:.2f}x"
             if dt == "float32":
                 own32 = tf
             vs32 = "" if dt == "float32" else f"{own32 / tf:.2f}x"
-            print(f"| {op} {m}x{k}x{n} | {dt} | {flops / tf / 1e9:,.0f} | {flops / tt / 1e9:,.1f} | "
-                  f"{tt / tf:.2f}x | {vs32} |", flush=True)
+            print(f"| {op} {m}x{k}x{n} | {dt} | {flops / tf / 1e9:,.0f} | {torch_col} | {ratio} | {vs32} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

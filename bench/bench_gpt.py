@@ -35,8 +35,8 @@ DEFAULT = dict(vocab_size=256, n_layer=4, n_head=4, d_model=256, seq_len=256, wi
 DEFAULT.update({k: v for k, v in _conf.items() if k in DEFAULT})
 
 
-def flambeau_step(cfg, steps, fortunes=False):
-    args = [GPT, "bench", "--steps", str(steps), "--threads", "2"] + (["--fortunes"] if fortunes else [])
+def flambeau_step(cfg, steps, fortunes=False, dtype="fp32"):
+    args = [GPT, "bench", "--steps", str(steps), "--threads", "2", "--dtype", dtype] + (["--fortunes"] if fortunes else [])
     for k in ("vocab_size", "n_layer", "n_head", "d_model", "seq_len", "batch_size", "z_loss"):
         args += [f"--{k}", str(cfg[k])]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -55,7 +55,7 @@ def fortunes_batch(cfg):
     return t["inputs"], t["targets"], t["doc_ids"]
 
 
-def torch_stepper(cfg, compiled=False, batch=None):
+def torch_stepper(cfg, compiled=False, batch=None, autocast=False):
     torch.manual_seed(0)
     model = gpt_reference.Gpt(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
@@ -69,7 +69,8 @@ def torch_stepper(cfg, compiled=False, batch=None):
     loss_fn = torch.compile(model.loss) if compiled else model.loss
 
     def step():
-        loss = loss_fn(x, y, docs, cfg["z_loss"])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(x, y, docs, cfg["z_loss"])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -148,6 +149,11 @@ def main(steps=5, rounds=2):
     f = flops(big)
     print(f"| GPT-2 124M-sized step (B=4, T=64) | {fl_big * 1e3:.0f} ms, {f / fl_big / 1e9:.1f} GFLOP/s | "
           f"{th_big * 1e3:.0f} ms, {f / th_big / 1e9:.1f} GFLOP/s | | {th_big / fl_big:.2f}x |")
+    fl_bf16 = flambeau_step(big, max(2, steps // 2), dtype="bf16")
+    th_bf16 = torch_step(torch_stepper(big, autocast=True), max(2, steps // 2))
+    print(f"| same, bf16 (flambeau --dtype bf16: bf16 GEMM operands, fp32 master weights; PyTorch eager under "
+          f"torch.autocast(bfloat16)) | {fl_bf16 * 1e3:.0f} ms ({fl_big / fl_bf16:.2f}x flambeau's fp32) | "
+          f"{th_bf16 * 1e3:.0f} ms | | {th_bf16 / fl_bf16:.2f}x |")
     print(f"machine: torch.mm 2048^3 float32 on 2 threads = {peak:.1f} GFLOP/s (the practical peak)")
 
 
