@@ -3,6 +3,7 @@
 // GEMM; the AVX512-BF16 kernel lives in gemm16_avx512.cpp; AMX goes through oneDNN.
 #include "flambeau/kernels/cpu/gemm16.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -55,17 +56,42 @@ class OneOmpThread {
   int saved_;
 };
 
+#pragma GCC push_options
+#pragma GCC target("avx,f16c")
+// float16 <-> float32 rows with F16C (rounding to nearest even; only a NaN's payload may differ
+// from Half's scalar conversion, which the GEMM does not promise to keep).
+void f16_to_f32_f16c(const Half* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  for (; i < n; ++i) y[i] = Half::to_float(x[i].bits);
+}
+void f32_to_f16_f16c(const float* x, Half* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) y[i].bits = Half::from_float(x[i]);
+}
+#pragma GCC pop_options
+
+void widen_row(const BFloat16* x, float* y, int64_t n) { bf16_to_f32(x, y, n); }
+void widen_row(const Half* x, float* y, int64_t n) {
+  static const bool f16c = cpu_info().f16c;
+  f16c ? f16_to_f32_f16c(x, y, n) : f16_to_f32(x, y, n);
+}
+void round_row(const float* x, BFloat16* y, int64_t n) { f32_to_bf16(x, y, n); }
+void round_row(const float* x, Half* y, int64_t n) {
+  static const bool f16c = cpu_info().f16c;
+  f16c ? f32_to_f16_f16c(x, y, n) : f32_to_f16(x, y, n);
+}
+
 // The stored matrix x ([rows, cols], row stride ld) widened to a dense float32 one, a row at a time.
 template <class T>
-std::vector<float> widen(int64_t rows, int64_t cols, const T* x, int64_t ld) {
-  std::vector<float> out(size_t(rows * cols));
+void widen(int64_t rows, int64_t cols, const T* x, int64_t ld, float* out) {
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0; i < r1; ++i) {
-      if constexpr (std::is_same_v<T, BFloat16>) bf16_to_f32(x + i * ld, out.data() + i * cols, cols);
-      else f16_to_f32(x + i * ld, out.data() + i * cols, cols);
-    }
+    for (int64_t i = r0; i < r1; ++i) widen_row(x + i * ld, out + i * cols, cols);
   });
-  return out;
 }
 
 }  // namespace
@@ -80,8 +106,7 @@ void store_scaled(int64_t m, int64_t n, const float* s, int64_t lds, float alpha
       for (int64_t j = 0; j < n; ++j) ci[j] = beta != 0.f ? alpha * si[j] + beta * ci[j] : alpha * si[j];
     } else {
       for (int64_t j = 0; j < n; ++j) row[size_t(j)] = beta != 0.f ? alpha * si[j] + beta * float(ci[j]) : alpha * si[j];
-      if constexpr (std::is_same_v<Out, BFloat16>) f32_to_bf16(row.data(), ci, n);
-      else f32_to_f16(row.data(), ci, n);
+      round_row(row.data(), ci, n);
     }
   }
 }
@@ -90,15 +115,17 @@ template <class T, class Out>
 void gemm16_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
                     const T* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
   // The stored matrices are widened as they are; the float32 GEMM applies the transposes.
-  const std::vector<float> af = widen(ta ? k : m, ta ? m : k, a, lda), bf = widen(tb ? n : k, tb ? k : n, b, ldb);
+  const Scratch<float> af(m * k), bf(k * n);
+  widen(ta ? k : m, ta ? m : k, a, lda, af.get());
+  widen(tb ? n : k, tb ? k : n, b, ldb, bf.get());
   const int64_t lda32 = ta ? m : k, ldb32 = tb ? k : n;
   if constexpr (std::is_same_v<Out, float>) {
-    gemm_f32(ta, tb, m, n, k, alpha, af.data(), lda32, bf.data(), ldb32, beta, c, ldc);
+    gemm_f32(ta, tb, m, n, k, alpha, af.get(), lda32, bf.get(), ldb32, beta, c, ldc);
   } else {
-    std::vector<float> s(size_t(m * n));
-    gemm_f32(ta, tb, m, n, k, 1.f, af.data(), lda32, bf.data(), ldb32, 0.f, s.data(), n);
+    const Scratch<float> s(m * n);
+    gemm_f32(ta, tb, m, n, k, 1.f, af.get(), lda32, bf.get(), ldb32, 0.f, s.get(), n);
     parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-      store_scaled(r1 - r0, n, s.data() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
+      store_scaled(r1 - r0, n, s.get() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
     });
   }
 }
@@ -111,19 +138,19 @@ bool gemm16_amx(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
                 const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
   constexpr int64_t kRows = 256;
   const int64_t tiles = (m + kRows - 1) / kRows;
-  std::vector<float> s(size_t(m * n));
+  const Scratch<float> s(m * n);
   std::vector<char> ok(size_t(tiles), 0);
   const int64_t a_row = ta ? 1 : lda, a_col = ta ? lda : 1, b_row = tb ? 1 : ldb, b_col = tb ? ldb : 1;
   parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     const OneOmpThread one;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t i0 = t * kRows, rows = std::min(kRows, m - i0);
-      ok[size_t(t)] = bf16_gemm_onednn(a + i0 * a_row, a_row, a_col, b, b_row, b_col, s.data() + i0 * n, rows, k, n);
+      ok[size_t(t)] = bf16_gemm_onednn(a + i0 * a_row, a_row, a_col, b, b_row, b_col, s.get() + i0 * n, rows, k, n);
     }
   });
   if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
   parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-    store_scaled(r1 - r0, n, s.data() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
+    store_scaled(r1 - r0, n, s.get() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
   });
   return true;
 }

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/gemm16_internal.h"
@@ -19,18 +18,11 @@ namespace {
 constexpr int64_t kMr = 12, kNr = 32;  // micro-tile of C
 constexpr int64_t kKc = 384;           // k per block (even); the sum over k visits blocks in order
 
-// A 64-byte aligned float/uint16 buffer.
-template <class T>
-struct Buffer {
-  explicit Buffer(int64_t n) : p(static_cast<T*>(::operator new[](size_t(n) * sizeof(T), std::align_val_t(64)))) {}
-  ~Buffer() { ::operator delete[](p, std::align_val_t(64)); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  T* p;
-};
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on its own intrinsics' undefined vectors
 
 // Packs op(x) (element (i, p) at x[i * rs + p * cs]) for rows [0, rows) into panels of R rows:
 // panel q holds, for each pair of k, R x 2 values (i, 2t), (i, 2t + 1). kp = ceil(k / 2).
@@ -124,6 +116,7 @@ void micro_12x32(int64_t kp, const uint16_t* a, const uint16_t* b, float* s, int
   }
 }
 
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 
 void pack_pairs(const uint16_t* x, int64_t rs, int64_t cs, int64_t rows, int64_t k, int64_t R, uint16_t* dst) {
@@ -141,11 +134,11 @@ void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
                       const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
   const int64_t kp = (k + 1) / 2, mp = (m + kMr - 1) / kMr, np = (n + kNr - 1) / kNr;
   // op(b)^T is [n, k]: its element (j, p) is op(b)(p, j).
-  Buffer<uint16_t> ap(mp * kp * kMr * 2), bp(np * kp * kNr * 2);
+  Scratch<uint16_t> ap(mp * kp * kMr * 2), bp(np * kp * kNr * 2);
   const uint16_t* a16 = reinterpret_cast<const uint16_t*>(a);
   const uint16_t* b16 = reinterpret_cast<const uint16_t*>(b);
-  pack_pairs(a16, ta ? 1 : lda, ta ? lda : 1, m, k, kMr, ap.p);
-  pack_pairs(b16, tb ? ldb : 1, tb ? 1 : ldb, n, k, kNr, bp.p);
+  pack_pairs(a16, ta ? 1 : lda, ta ? lda : 1, m, k, kMr, ap.get());
+  pack_pairs(b16, tb ? ldb : 1, tb ? 1 : ldb, n, k, kNr, bp.get());
 
   // Tiles of C: up to 16 x 8 micro-tiles (192 x 256), smaller when that leaves threads idle.
   // The tile shape never changes the arithmetic, only who does it.
@@ -156,7 +149,7 @@ void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
   const int64_t tiles_m = (mp + tm - 1) / tm, tiles_n = (np + tn - 1) / tn;
   const int64_t lds = tn * kNr;
   parallel_for(0, tiles_m * tiles_n, 1, [&](int64_t t0, int64_t t1) {
-    Buffer<float> s(tm * kMr * lds);
+    Scratch<float> s(tm * kMr * lds);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pm0 = (t / tiles_n) * tm, pn0 = (t % tiles_n) * tn;
       const int64_t pm1 = std::min(mp, pm0 + tm), pn1 = std::min(np, pn0 + tn);
@@ -164,13 +157,13 @@ void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
         const int64_t qn = std::min(kKc / 2, kp - q0);
         const bool last = q0 + qn == kp;
         for (int64_t pn = pn0; pn < pn1; ++pn) {
-          const uint16_t* bpan = bp.p + (pn * kp + q0) * kNr * 2;
+          const uint16_t* bpan = bp.get() + (pn * kp + q0) * kNr * 2;
           for (int64_t pm = pm0; pm < pm1; ++pm) {
             const int64_t i0 = pm * kMr, j0 = pn * kNr, rows = std::min(kMr, m - i0), cols = std::min(kNr, n - j0);
-            float* st = s.p + (pm - pm0) * kMr * lds + (pn - pn0) * kNr;
+            float* st = s.get() + (pm - pm0) * kMr * lds + (pn - pn0) * kNr;
             const Final<Out> fin{c + i0 * ldc + j0, ldc, alpha, beta};
             const bool direct = last && rows == kMr && cols == kNr;  // a full micro-tile: straight to C
-            micro_12x32<Out>(qn, ap.p + (pm * kp + q0) * kMr * 2, bpan, st, lds, q0 > 0, direct ? &fin : nullptr);
+            micro_12x32<Out>(qn, ap.get() + (pm * kp + q0) * kMr * 2, bpan, st, lds, q0 > 0, direct ? &fin : nullptr);
             if (last && !direct) store_scaled(rows, cols, st, lds, alpha, beta, fin.c, ldc);
           }
         }

@@ -2,9 +2,26 @@
 #pragma once
 #include <cstdint>
 
+#include "flambeau/core/allocator.h"
 #include "flambeau/core/half.h"
 
 namespace flambeau::kernels {
+
+// Uninitialised scratch from flambeau's caching allocator (64-byte aligned; a block reused
+// from the cache costs no page faults).
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : bytes_(size_t(n) * sizeof(T)), p_(static_cast<T*>(memory::allocate(bytes_))) {}
+  ~Scratch() { memory::release(p_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  size_t bytes_;
+  T* p_;
+};
 
 // The AVX512-BF16 kernel (gemm16_avx512.cpp): same contract as gemm16, m, n, k > 0. Only call
 // it where cpu_info() reports AVX512-BF16 and AVX-512 core.
