@@ -142,10 +142,12 @@ void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
 
   // Tiles of C: up to 16 x 8 micro-tiles (192 x 256), smaller when that leaves threads idle.
   // The tile shape never changes the arithmetic, only who does it.
+  // Tiles split the panels evenly (15 + 15 + 14, not 16 + 16 + 12): the threads finish together.
   const int64_t threads = get_num_threads();
-  int64_t tm = std::min<int64_t>(16, mp), tn = std::min<int64_t>(8, np);
+  auto even = [](int64_t panels, int64_t most) { return (panels + (panels + most - 1) / most - 1) / ((panels + most - 1) / most); };
+  int64_t tm = even(mp, 16), tn = even(np, 8);
   while (((mp + tm - 1) / tm) * ((np + tn - 1) / tn) < 2 * threads && (tm > 2 || tn > 1))
-    (tm >= 2 * tn && tm > 2) ? tm = (tm + 1) / 2 : tn = (tn + 1) / 2;
+    (tm >= 2 * tn && tm > 2) ? tm = even(mp, (tm + 1) / 2) : tn = even(np, (tn + 1) / 2);
   const int64_t tiles_m = (mp + tm - 1) / tm, tiles_n = (np + tn - 1) / tn;
   const int64_t lds = tn * kNr;
   parallel_for(0, tiles_m * tiles_n, 1, [&](int64_t t0, int64_t t1) {
