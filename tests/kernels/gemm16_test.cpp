@@ -1,6 +1,6 @@
 // The 16-bit GEMM paths (Note [16-bit GEMM paths]): each path this CPU has, against a
 // float64 product of the same 16-bit inputs, on sizes that cross the micro-tile (12 x 32) and
-// k-block (384) edges, every transposition, alpha/beta, 16-bit and float32 outputs; the same
+// k-block (2048) edges, every transposition, alpha/beta, 16-bit and float32 outputs; the same
 // bits with 1 and 2 threads and inside a parallel region. Paths the CPU lacks are skipped.
 #include <cstring>
 
@@ -83,7 +83,7 @@ template <class T, class Out>
 void check_path(Path p) {
   uint64_t seed = 1;
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {13, 33, 3}, {12, 32, 384}, {37, 70, 385},
-                         {25, 95, 800}, {200, 40, 17}, {5, 300, 64}})
+                         {25, 95, 800}, {200, 40, 17}, {5, 300, 64}, {13, 33, 2 * 2048 + 3}})
     for (int t = 0; t < 4; ++t) {
       check_case<T, Out>(p, t & 1, t & 2, m, n, k, 1.f, 0.f, seed++);
       if (::testing::Test::IsSkipped()) return;
