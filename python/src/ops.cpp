@@ -211,13 +211,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("_cpu_capabilities", [] {
     const backends::cpu::Capabilities c = backends::cpu::capabilities();
     nb::dict isa;
-    const std::pair<const char*, bool> flags[] = {
-        {"avx2", c.cpu.avx2}, {"fma", c.cpu.fma}, {"f16c", c.cpu.f16c}, {"avx512f", c.cpu.avx512f},
-        {"avx512bw", c.cpu.avx512bw}, {"avx512vl", c.cpu.avx512vl}, {"avx512dq", c.cpu.avx512dq},
-        {"avx512_vnni", c.cpu.avx512_vnni}, {"avx512_bf16", c.cpu.avx512_bf16}, {"avx512_fp16", c.cpu.avx512_fp16},
-        {"amx_tile", c.cpu.amx_tile}, {"amx_bf16", c.cpu.amx_bf16}, {"amx_fp16", c.cpu.amx_fp16},
-        {"amx_permitted", c.cpu.amx_permitted}};
-    for (const auto& [name, on] : flags) isa[name] = on;
+    for (const auto& [name, on] : cpu_isa_flags(c.cpu)) isa[name] = on;
+    isa["amx_permitted"] = c.cpu.amx_permitted;
     nb::dict caches, gemm, out;
     caches["l1d"] = c.cpu.l1d_bytes, caches["l2"] = c.cpu.l2_bytes, caches["l3"] = c.cpu.l3_bytes;
     gemm["float32"] = c.gemm_f32, gemm["float64"] = c.gemm_f64, gemm["bfloat16"] = c.gemm_bf16,

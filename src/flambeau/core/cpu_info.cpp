@@ -104,17 +104,19 @@ const CpuInfo& cpu_info() {
   return info;
 }
 
+std::vector<std::pair<const char*, bool>> cpu_isa_flags(const CpuInfo& c) {
+  return {{"avx2", c.avx2},           {"fma", c.fma},
+          {"f16c", c.f16c},           {"avx512f", c.avx512f},
+          {"avx512bw", c.avx512bw},   {"avx512vl", c.avx512vl},
+          {"avx512dq", c.avx512dq},   {"avx512_vnni", c.avx512_vnni},
+          {"avx512_bf16", c.avx512_bf16}, {"avx512_fp16", c.avx512_fp16},
+          {"amx_tile", c.amx_tile},   {"amx_bf16", c.amx_bf16},
+          {"amx_fp16", c.amx_fp16}};
+}
+
 std::string cpu_isa_string(const CpuInfo& c) {
   std::string s;
-  const std::pair<bool, const char*> flags[] = {
-      {c.avx2, "avx2"},           {c.fma, "fma"},
-      {c.f16c, "f16c"},           {c.avx512f, "avx512f"},
-      {c.avx512bw, "avx512bw"},   {c.avx512vl, "avx512vl"},
-      {c.avx512dq, "avx512dq"},   {c.avx512_vnni, "avx512_vnni"},
-      {c.avx512_bf16, "avx512_bf16"}, {c.avx512_fp16, "avx512_fp16"},
-      {c.amx_tile, "amx_tile"},   {c.amx_bf16, "amx_bf16"},
-      {c.amx_fp16, "amx_fp16"}};
-  for (const auto& [on, name] : flags)
+  for (const auto& [name, on] : cpu_isa_flags(c))
     if (on) s += (s.empty() ? "" : " ") + std::string(name);
   return s.empty() ? "baseline x86-64" : s;
 }

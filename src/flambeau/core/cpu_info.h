@@ -3,6 +3,8 @@
 // permission. Kernels ask here which path to take; tests ask here what they can run.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace flambeau {
 
@@ -25,7 +27,10 @@ struct CpuInfo {
 // The CPU this process runs on (detected on first use; thread-safe).
 const CpuInfo& cpu_info();
 
-// The ISA extensions as one short list: "avx2 fma f16c avx512f ... amx_bf16".
+// The ISA extensions by name, each with whether this CPU has it ("avx2", "avx512_bf16", ...).
+std::vector<std::pair<const char*, bool>> cpu_isa_flags(const CpuInfo& info);
+
+// The extensions it has as one short list: "avx2 fma f16c avx512f ... amx_bf16".
 std::string cpu_isa_string(const CpuInfo& info);
 
 }  // namespace flambeau

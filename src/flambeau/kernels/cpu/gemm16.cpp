@@ -3,11 +3,9 @@
 // GEMM; the AVX512-BF16 kernel lives in gemm16_avx512.cpp; AMX goes through oneDNN.
 #include "flambeau/kernels/cpu/gemm16.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -56,35 +54,10 @@ class OneOmpThread {
   int saved_;
 };
 
-#pragma GCC push_options
-#pragma GCC target("avx,f16c")
-// float16 <-> float32 rows with F16C (rounding to nearest even; only a NaN's payload may differ
-// from Half's scalar conversion, which the GEMM does not promise to keep).
-void f16_to_f32_f16c(const Half* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
-  for (; i < n; ++i) y[i] = Half::to_float(x[i].bits);
-}
-void f32_to_f16_f16c(const float* x, Half* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; i < n; ++i) y[i].bits = Half::from_float(x[i]);
-}
-#pragma GCC pop_options
-
 void widen_row(const BFloat16* x, float* y, int64_t n) { bf16_to_f32(x, y, n); }
-void widen_row(const Half* x, float* y, int64_t n) {
-  static const bool f16c = cpu_info().f16c;
-  f16c ? f16_to_f32_f16c(x, y, n) : f16_to_f32(x, y, n);
-}
+void widen_row(const Half* x, float* y, int64_t n) { f16_to_f32(x, y, n); }
 void round_row(const float* x, BFloat16* y, int64_t n) { f32_to_bf16(x, y, n); }
-void round_row(const float* x, Half* y, int64_t n) {
-  static const bool f16c = cpu_info().f16c;
-  f16c ? f32_to_f16_f16c(x, y, n) : f32_to_f16(x, y, n);
-}
+void round_row(const float* x, Half* y, int64_t n) { f32_to_f16(x, y, n); }
 
 // The stored matrix x ([rows, cols], row stride ld) widened to a dense float32 one, a row at a time.
 template <class T>
@@ -111,6 +84,14 @@ void store_scaled(int64_t m, int64_t n, const float* s, int64_t lds, float alpha
   }
 }
 
+// store_scaled over all m rows of a dense s ([m, n]), on flambeau's threads.
+template <class Out>
+void store_all(int64_t m, int64_t n, const float* s, float alpha, float beta, Out* c, int64_t ldc) {
+  parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
+    store_scaled(r1 - r0, n, s + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
+  });
+}
+
 template <class T, class Out>
 void gemm16_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const T* a, int64_t lda,
                     const T* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
@@ -124,9 +105,7 @@ void gemm16_widened(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alp
   } else {
     const Scratch<float> s(m * n);
     gemm_f32(ta, tb, m, n, k, 1.f, af.get(), lda32, bf.get(), ldb32, 0.f, s.get(), n);
-    parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-      store_scaled(r1 - r0, n, s.get() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
-    });
+    store_all(m, n, s.get(), alpha, beta, c, ldc);
   }
 }
 
@@ -149,9 +128,7 @@ bool gemm16_amx(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
     }
   });
   if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
-  parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-    store_scaled(r1 - r0, n, s.get() + r0 * n, n, alpha, beta, c + r0 * ldc, ldc);
-  });
+  store_all(m, n, s.get(), alpha, beta, c, ldc);
   return true;
 }
 

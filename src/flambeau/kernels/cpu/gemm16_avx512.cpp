@@ -21,7 +21,6 @@ constexpr int64_t kMr = 12, kNr = 32;  // micro-tile of C
 // 1024 x 1024 bf16 175 -> 193 GFLOP/s per core against 384.
 constexpr int64_t kKc = 2048;
 
-
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
 #pragma GCC diagnostic push
@@ -143,11 +142,12 @@ void gemm_bf16_avx512(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float a
   pack_pairs(a16, ta ? 1 : lda, ta ? lda : 1, m, k, kMr, ap.get());
   pack_pairs(b16, tb ? ldb : 1, tb ? 1 : ldb, n, k, kNr, bp.get());
 
-  // Tiles of C: up to 16 x 8 micro-tiles (192 x 256), smaller when that leaves threads idle.
-  // The tile shape never changes the arithmetic, only who does it.
-  // Tiles split the panels evenly (15 + 15 + 14, not 16 + 16 + 12): the threads finish together.
+  // Tiles of C: up to 16 x 8 micro-tiles (192 x 256), smaller when that leaves threads idle,
+  // splitting the panels evenly (15 + 15 + 14, not 16 + 16 + 12) so the threads finish
+  // together. The tile shape never changes the arithmetic, only who does it.
   const int64_t threads = get_num_threads();
-  auto even = [](int64_t panels, int64_t most) { return (panels + (panels + most - 1) / most - 1) / ((panels + most - 1) / most); };
+  auto ceil_div = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
+  auto even = [&](int64_t panels, int64_t most) { return ceil_div(panels, ceil_div(panels, most)); };
   int64_t tm = even(mp, 16), tn = even(np, 8);
   while (((mp + tm - 1) / tm) * ((np + tn - 1) / tn) < 2 * threads && (tm > 2 || tn > 1))
     (tm >= 2 * tn && tm > 2) ? tm = even(mp, (tm + 1) / 2) : tn = even(np, (tn + 1) / 2);

@@ -1,10 +1,16 @@
-// Binary elementwise SIMD kernels (float32 / float64) and the float <-> bfloat16 casts.
+// Binary elementwise SIMD kernels (float32 / float64) and the float <-> bfloat16 / float16 casts.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "flambeau/kernels/cpu/simd_binary.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include "flambeau/kernels/cpu/simd_common-inl.h"
 #include "flambeau/kernels/cpu/simd.h"
+
+#if HWY_ONCE
+#include <immintrin.h>
+
+#include "flambeau/core/cpu_info.h"
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace flambeau::kernels::HWY_NAMESPACE {
@@ -82,12 +88,46 @@ void binary_f64(SimdBinaryOp op, const double* a, const double* b, double* y, in
 }
 void f32_to_bf16(const float* x, BFloat16* y, int64_t n) { HWY_DYNAMIC_DISPATCH(f32_to_bf16_impl)(x, y, n); }
 void bf16_to_f32(const BFloat16* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(bf16_to_f32_impl)(x, y, n); }
-// float16 conversions are scalar: exact round-to-nearest-even on every target.
+// float16 conversions: F16C where the CPU has it (round to nearest even, as Half), eight at a
+// time; a block holding a NaN, the tail and CPUs without F16C take Half's scalar conversion,
+// so every bit (NaN payloads included) is the same on every CPU.
+namespace {
+#pragma GCC push_options
+#pragma GCC target("avx,f16c")
+int64_t f32_to_f16_f16c(const float* x, Half* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+      for (int64_t j = i; j < i + 8; ++j) y[j].bits = Half::from_float(x[j]);
+    else
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  return i;
+}
+int64_t f16_to_f32_f16c(const Half* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+      for (int64_t j = i; j < i + 8; ++j) y[j] = Half::to_float(x[j].bits);
+    else
+      _mm256_storeu_ps(y + i, v);
+  }
+  return i;
+}
+#pragma GCC pop_options
+bool has_f16c() {
+  static const bool f16c = cpu_info().f16c;
+  return f16c;
+}
+}  // namespace
+
 void f32_to_f16(const float* x, Half* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = Half(x[i]);
+  for (int64_t i = has_f16c() ? f32_to_f16_f16c(x, y, n) : 0; i < n; ++i) y[i] = Half(x[i]);
 }
 void f16_to_f32(const Half* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = float(x[i]);
+  for (int64_t i = has_f16c() ? f16_to_f32_f16c(x, y, n) : 0; i < n; ++i) y[i] = float(x[i]);
 }
 }  // namespace flambeau::kernels
 #endif
