@@ -1,7 +1,7 @@
 """Autograd/nn/optim benchmarks, flambeau vs PyTorch 2.13 in one process, 2 threads,
-float32: SDPA causal forward and forward+backward (B=4, H=12, S=1024, D=64), one training
+SDPA causal forward and forward+backward (B=4, H=12, S=1024, D=64; float32 and bfloat16), one training
 step (forward, backward, AdamW) of a pre-norm transformer block at d_model 768, and an
-AdamW step over 124M parameters. Alternating runs, medians.
+AdamW step over 124M parameters (float32). Alternating runs, medians.
 Usage: .venv/bin/python bench/bench_nn.py [reps]   (prints a Markdown table)"""
 import os
 import sys
@@ -32,6 +32,14 @@ def main(reps=5):
     rows.append(("SDPA causal forward+backward",
                  *pair(lambda: sdpa_f(fq, fk, fv, is_causal=True).sum().backward(),
                        lambda: sdpa_t(tq, tk, tv, is_causal=True).sum().backward(), reps)))
+    hq, hk, hv = (t.detach().to(fl.bfloat16).requires_grad_() for t in (fq, fk, fv))
+    bq, bk, bv = (t.detach().to(torch.bfloat16).requires_grad_() for t in (tq, tk, tv))
+    with fl.no_grad(), torch.no_grad():
+        rows.append(("SDPA causal forward, bfloat16",
+                     *pair(lambda: sdpa_f(hq, hk, hv, is_causal=True), lambda: sdpa_t(bq, bk, bv, is_causal=True), reps)))
+    rows.append(("SDPA causal forward+backward, bfloat16",
+                 *pair(lambda: sdpa_f(hq, hk, hv, is_causal=True).sum().backward(),
+                       lambda: sdpa_t(bq, bk, bv, is_causal=True).sum().backward(), reps)))
 
     torch.manual_seed(0)
     tb, fb = block(torch.nn, torch.nn.functional, 768, 12), block(fl.nn, fl.nn.functional, 768, 12)
@@ -60,7 +68,7 @@ def main(reps=5):
     fo2, to2 = fl.optim.AdamW(fps, lr=1e-4), torch.optim.AdamW(tps, lr=1e-4)
     rows.append((f"AdamW step over {n / 1e6:.0f}M parameters", *pair(fo2.step, to2.step, reps)))
 
-    print("| op (2 threads, float32) | flambeau ms | torch ms | torch/flambeau |")
+    print("| op (2 threads; float32 unless named) | flambeau ms | torch ms | torch/flambeau |")
     print("|---|---|---|---|")
     for name, f, t in rows:
         print(f"| {name} | {f * 1e3:.1f} | {t * 1e3:.1f} | {t / f:.2f} |")

@@ -77,5 +77,31 @@ TEST(Attention, AdditiveMaskGetsAGradient) {
       << report;
 }
 
+TEST(Attention, SixteenBitRunsTheFloat32KernelOnWidenedInputs) {
+  // Promised bitwise: the 16-bit result (and each gradient) is the float32 one of the widened
+  // inputs, rounded once.
+  const Tensor mask = random_tensor({40, 70}, kFloat32, Layout::Contiguous, 20);
+  for (DType dt : {kBFloat16, kFloat16})
+    for (int variant = 0; variant < 3; ++variant) {
+      Tensor q = random_tensor({2, 3, 40, 16}, dt, Layout::Contiguous, 21).requires_grad_();
+      Tensor k = random_tensor({2, 3, 70, 16}, dt, Layout::Contiguous, 22).requires_grad_();
+      Tensor v = random_tensor({2, 3, 70, 8}, dt, Layout::Contiguous, 23).requires_grad_();
+      std::optional<Tensor> m16, m32;
+      if (variant == 1) m16 = mask.to(dt), m32 = mask.to(dt).to(kFloat32);
+      const bool causal = variant == 2;
+      Tensor got = nn::scaled_dot_product_attention(q, k, v, m16, 0.0, causal);
+      ASSERT_EQ(got.dtype(), dt);
+      const Tensor g = random_tensor(got.sizes(), dt, Layout::Contiguous, 24);
+      auto grads = autograd::grad({got}, {q, k, v}, {g});
+      Tensor q32 = q.detach().to(kFloat32).requires_grad_(), k32 = k.detach().to(kFloat32).requires_grad_(),
+             v32 = v.detach().to(kFloat32).requires_grad_();
+      Tensor want = nn::scaled_dot_product_attention(q32, k32, v32, m32, 0.0, causal);
+      auto want_grads = autograd::grad({want}, {q32, k32, v32}, {g.to(kFloat32)});
+      EXPECT_TRUE(bitwise_equal(got, want.to(dt))) << dtype_name(dt) << " variant " << variant;
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_TRUE(bitwise_equal(grads[i], want_grads[i].to(dt))) << dtype_name(dt) << " variant " << variant;
+    }
+}
+
 }  // namespace
 }  // namespace flambeau::testing
