@@ -20,6 +20,15 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
 
+// Queues `callback` to run when the backward pass (backward or grad) running on this thread
+// has processed its whole graph, before that call returns (torch's
+// Variable._execution_engine.queue_callback). Callbacks run in the order queued; one may
+// queue more, which run too; an exception in one propagates out of the pass and drops the
+// rest. A backward started inside a hook has its own queue. Error outside a pass.
+void queue_callback(std::function<void()> callback);
+// Whether a backward pass is running on this thread.
+bool in_backward_pass();
+
 // Compares the analytical gradients of f at `inputs` (float64, requires_grad) with
 // central finite differences; returns false (and fills `report`) on a mismatch.
 bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,

@@ -1,7 +1,8 @@
 // The backward engine: finds the nodes reachable from the roots, counts how many edges
 // lead into each, and runs them in dependency order (ties broken by creation order, later
 // first), summing the gradients that arrive at each input slot. Single-threaded, so the
-// order of every sum is fixed: gradients are reproducible bit for bit.
+// order of every sum is fixed: gradients are reproducible bit for bit. Callbacks queued
+// during a pass (queue_callback) run once its whole graph has been processed.
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -18,6 +19,30 @@ void accumulate(Tensor& slot, const Tensor& g) {
   slot = slot.defined() ? add(slot, g) : g;
 }
 
+// The end-of-backward callbacks of the pass running on this thread (null outside one).
+// A nested pass (backward inside a hook) installs its own queue and restores the outer one.
+thread_local std::vector<std::function<void()>>* current_callbacks = nullptr;
+
+class CallbackQueueScope {
+ public:
+  CallbackQueueScope() : outer_(current_callbacks) { current_callbacks = &queue_; }
+  ~CallbackQueueScope() { current_callbacks = outer_; }
+  CallbackQueueScope(const CallbackQueueScope&) = delete;
+  CallbackQueueScope& operator=(const CallbackQueueScope&) = delete;
+  // Runs the callbacks in the order queued, including those queued by a callback.
+  void run_all() {
+    for (size_t i = 0; i < queue_.size(); ++i) {
+      std::function<void()> cb = std::move(queue_[i]);
+      cb();
+    }
+    queue_.clear();
+  }
+
+ private:
+  std::vector<std::function<void()>> queue_;
+  std::vector<std::function<void()>>* outer_;
+};
+
 struct Capture {
   Node* node;
   uint32_t slot;
@@ -28,6 +53,7 @@ struct Capture {
 std::vector<Tensor> run(const std::vector<Edge>& root_edges, const std::vector<Tensor>& root_grads, bool retain_graph,
                         const std::vector<Capture>* captures) {
   NoGradGuard no_grad;  // gradients themselves are not recorded
+  CallbackQueueScope callbacks;
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> stack;
   for (const Edge& e : root_edges)
@@ -87,6 +113,7 @@ std::vector<Tensor> run(const std::vector<Edge>& root_edges, const std::vector<T
       if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
     }
   }
+  callbacks.run_all();
   return captured;
 }
 
@@ -115,6 +142,16 @@ std::vector<Edge> root_edges_of(const char* op, const std::vector<Tensor>& roots
 }
 
 }  // namespace
+
+bool in_backward_pass() { return current_callbacks != nullptr; }
+
+void queue_callback(std::function<void()> callback) {
+  FLB_CHECK(current_callbacks, Error,
+            "[queue_callback] can only be called while a backward pass runs on this thread (from a hook or a "
+            "Function's backward)");
+  FLB_CHECK(callback, ValueError, "[queue_callback] the callback is empty");
+  current_callbacks->push_back(std::move(callback));
+}
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   std::vector<Tensor> root_grads;

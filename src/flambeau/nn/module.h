@@ -1,6 +1,7 @@
 // nn::Module, the base of layers in C++ (in the spirit of libtorch's torch::nn::Module):
 // named parameters, buffers and submodules, dotted names ("layer.0.weight"), state_dict
-// and a checked load_state_dict, train/eval, zero_grad, dtype conversion. Modules live in
+// and a checked load_state_dict, train/eval, zero_grad, dtype conversion, and torch's
+// forward / full backward hooks (module_hooks.h) run by operator(). Modules live in
 // std::shared_ptr (std::make_shared<Linear>(4, 3)); submodules are shared, not copied.
 #pragma once
 #include <functional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "flambeau/core/tensor.h"
+#include "flambeau/nn/module_hooks.h"
 
 namespace flambeau::nn {
 
@@ -76,9 +78,28 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::string& type_name() const { return type_name_; }
 
   // The module's computation on one tensor (NotImplementedError unless a layer defines it).
-  // Layers with other inputs add their own forward overloads.
+  // Layers with other inputs add their own forward overloads (and override forward_inputs).
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward with the hooks around it (torch's Module.__call__): global then own forward
+  // pre-hooks, forward, global then own forward hooks; full backward hooks wrap the tensor
+  // inputs and the output. Straight to forward when no hook exists anywhere. Call modules
+  // this way (not through forward) so that hooks see them.
+  Tensor operator()(const Tensor& x) { return has_hooks() ? call({x}) : forward(x); }
+  // The same on any number of inputs (forward_inputs runs the computation).
+  Tensor call(TensorList inputs);
+
+  // ---- hooks (module_hooks.h; run by operator() and call) ---------------------------------
+  // prepend: run before the hooks of the same kind already registered.
+  RemovableHandle register_forward_pre_hook(ForwardPreHook hook, bool prepend = false);
+  // always_call: also runs when forward (or an earlier hook) raised, with an undefined
+  // output; the exception then propagates.
+  RemovableHandle register_forward_hook(ForwardHook hook, bool prepend = false, bool always_call = false);
+  RemovableHandle register_full_backward_pre_hook(BackwardPreHook hook, bool prepend = false);
+  RemovableHandle register_full_backward_hook(BackwardHook hook, bool prepend = false);
+  // Whether this module or the global table has any hook.
+  bool has_hooks() const {
+    return (hooks_ && hooks_->size() != 0) || detail::global_hooks.size() != 0;
+  }
 
   // ---- registration ---------------------------------------------------------------------
   // A name is non-empty, has no '.', and is not already used by another kind of entry;
@@ -131,6 +152,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_module(const std::string& name, std::shared_ptr<Module> module);
+  // What call() runs on its inputs: forward(inputs[0]) unless a layer with several inputs
+  // overrides it.
+  virtual Tensor forward_inputs(const TensorList& inputs);
 
  private:
   // f(dotted prefix, module) on this module and its descendants, pre-order; with `dedupe`
@@ -140,7 +164,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // Parameters and persistent buffers, by dotted name, not detached.
   StateDict own_state();
 
+  HookTable& hooks();
+
   std::string type_name_;
+  std::shared_ptr<HookTable> hooks_;  // created by the first registration
   OrderedDict<Tensor> parameters_, buffers_;
   std::unordered_set<std::string> non_persistent_;
   OrderedDict<std::shared_ptr<Module>> children_;

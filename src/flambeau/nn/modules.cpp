@@ -76,6 +76,12 @@ Tensor LinearCrossEntropyLoss::forward(const Tensor& input, const Tensor& target
                                           ignore_index, label_smoothing, z_loss, chunk_size);
 }
 
+Tensor LinearCrossEntropyLoss::forward_inputs(const TensorList& inputs) {
+  FLB_CHECK(inputs.size() == 2, ValueError, "[LinearCrossEntropyLoss] forward takes (input, target), got ",
+            inputs.size(), " tensors");
+  return forward(inputs[0], inputs[1]);
+}
+
 LayerNorm::LayerNorm(Dims shape, double eps_, bool elementwise_affine, bool with_bias, DType dtype)
     : Module("LayerNorm"), normalized_shape(std::move(shape)), eps(eps_) {
   weight = register_parameter("weight", elementwise_affine ? ones(normalized_shape, dtype) : Tensor());
@@ -127,7 +133,7 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) :
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& [name, m] : named_children()) h = m->forward(h);
+  for (const auto& [name, m] : named_children()) h = (*m)(h);
   return h;
 }
 

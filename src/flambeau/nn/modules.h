@@ -46,7 +46,8 @@ class LinearCrossEntropyLoss : public Module {
   using Module::forward;
   using Module::operator();
   Tensor forward(const Tensor& input, const Tensor& target);
-  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  // forward(input, target) with the module's hooks around it.
+  Tensor operator()(const Tensor& input, const Tensor& target) { return call({input, target}); }
   std::shared_ptr<Linear> linear;
   int64_t num_classes;
   std::string reduction;
@@ -54,6 +55,9 @@ class LinearCrossEntropyLoss : public Module {
   int64_t ignore_index;
   double label_smoothing, z_loss;
   std::optional<int64_t> chunk_size;  // rows per chunk; automatic when unset
+
+ protected:
+  Tensor forward_inputs(const TensorList& inputs) override;
 };
 
 // functional::layer_norm with weight (ones) and bias (zeros) when elementwise_affine.

@@ -1,0 +1,224 @@
+// nn::Module hooks: forward pre/post hooks (order with globals and prepend, replacement of
+// inputs and output, always_call on an exception, removal), full backward pre/post hooks
+// (grad_output and grad_input checked against hand-computed gradients, replacement, inputs
+// that need no grad), containers calling their children through the hooks.
+#include "test_util.h"
+
+namespace flambeau::testing {
+namespace {
+
+using nn::Module;
+using nn::TensorList;
+
+// y = x W^T + b with W = [[1, 2, 3], [4, 5, 6]], b = [0.5, -0.5].
+std::shared_ptr<nn::Linear> fixed_linear() {
+  auto lin = std::make_shared<nn::Linear>(3, 2, true, kFloat64);
+  autograd::NoGradGuard no_grad;
+  lin->weight.copy_(from_vector<double>({1, 2, 3, 4, 5, 6}).reshape({2, 3}));
+  lin->bias.copy_(from_vector<double>({0.5, -0.5}));
+  return lin;
+}
+
+TEST(ModuleHooks, ForwardHooksRunInOrderWithGlobalsFirst) {
+  auto lin = fixed_linear();
+  std::vector<std::string> log;
+  auto pre = [&](const char* tag) {
+    return [&log, tag](Module&, const TensorList&) -> std::optional<TensorList> {
+      log.push_back(tag);
+      return std::nullopt;
+    };
+  };
+  auto post = [&](const char* tag) {
+    return [&log, tag](Module&, const TensorList&, const Tensor&) -> std::optional<Tensor> {
+      log.push_back(tag);
+      return std::nullopt;
+    };
+  };
+  nn::RemovableHandle h1 = lin->register_forward_pre_hook(pre("pre1"));
+  lin->register_forward_pre_hook(pre("pre0"), /*prepend=*/true);
+  nn::RemovableHandle g1 = nn::register_module_forward_pre_hook(pre("global pre"));
+  lin->register_forward_hook(post("post1"));
+  lin->register_forward_hook(post("post0"), /*prepend=*/true);
+  nn::RemovableHandle g2 = nn::register_module_forward_hook(post("global post"));
+  const Tensor x = from_vector<double>({1, 0, -1}).reshape({1, 3});
+  (*lin)(x);
+  EXPECT_EQ(log, (std::vector<std::string>{"global pre", "pre0", "pre1", "global post", "post0", "post1"}));
+  g1.remove();
+  g2.remove();
+  h1.remove();
+  h1.remove();  // twice is fine
+  log.clear();
+  (*lin)(x);
+  EXPECT_EQ(log, (std::vector<std::string>{"pre0", "post0", "post1"}));
+}
+
+TEST(ModuleHooks, ForwardHooksReplaceInputsAndOutput) {
+  auto lin = fixed_linear();
+  const Tensor x = from_vector<double>({1, 0, -1}).reshape({1, 3});
+  nn::RemovableHandle pre = lin->register_forward_pre_hook([](Module&, const TensorList& in) -> std::optional<TensorList> {
+    return TensorList{mul(in[0], 2.0)};
+  });
+  Tensor seen_input;
+  nn::RemovableHandle post =
+      lin->register_forward_hook([&](Module& m, const TensorList& in, const Tensor& out) -> std::optional<Tensor> {
+        EXPECT_EQ(m.type_name(), "Linear");
+        seen_input = in[0];
+        return add(out, 100.0);
+      });
+  // x*2 = [2, 0, -2]: W x = [2 - 6, 8 - 12] = [-4, -4]; + b; + 100.
+  EXPECT_EQ(values((*lin)(x)), (std::vector<double>{96.5, 95.5}));
+  EXPECT_EQ(values(seen_input), (std::vector<double>{2, 0, -2}));
+  pre.remove();
+  post.remove();
+  EXPECT_FALSE(lin->has_hooks());
+  EXPECT_EQ(values((*lin)(x)), (std::vector<double>{-1.5, -2.5}));
+}
+
+struct Failing : Module {
+  Failing() : Module("Failing") {}
+  Tensor forward(const Tensor&) override { throw ValueError("[Failing] forward failed"); }
+};
+
+TEST(ModuleHooks, AlwaysCallRunsWhenForwardRaises) {
+  auto m = std::make_shared<Failing>();
+  int plain = 0, always = 0;
+  bool output_was_undefined = false;
+  m->register_forward_hook([&](Module&, const TensorList&, const Tensor&) -> std::optional<Tensor> {
+    ++plain;
+    return std::nullopt;
+  });
+  m->register_forward_hook(
+      [&](Module&, const TensorList&, const Tensor& out) -> std::optional<Tensor> {
+        ++always;
+        output_was_undefined = !out.defined();
+        throw Error("[hook] dropped, the forward error wins");
+      },
+      false, /*always_call=*/true);
+  EXPECT_TRUE(contains(error_of<ValueError>([&] { (*m)(zeros({2})); }), "forward failed"));
+  EXPECT_EQ(plain, 0);
+  EXPECT_EQ(always, 1);
+  EXPECT_TRUE(output_was_undefined);
+}
+
+TEST(ModuleHooks, ScopedHookRemovesAtScopeEnd) {
+  auto lin = fixed_linear();
+  int calls = 0;
+  {
+    nn::ScopedHook scoped(lin->register_forward_pre_hook([&](Module&, const TensorList&) -> std::optional<TensorList> {
+      ++calls;
+      return std::nullopt;
+    }));
+    (*lin)(zeros({1, 3}, kFloat64));
+  }
+  (*lin)(zeros({1, 3}, kFloat64));
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(lin->has_hooks());
+}
+
+TEST(ModuleHooks, FullBackwardHooksSeeTheGradients) {
+  auto lin = fixed_linear();
+  Tensor x = from_vector<double>({1, 0, -1, 2, 1, 0}).reshape({2, 3}).requires_grad_();
+  const Tensor c = from_vector<double>({1, 2, 3, 4}).reshape({2, 2});  // loss = sum(y * c)
+  std::vector<std::string> log;
+  TensorList got_grad_input, got_grad_output, pre_grad_output;
+  nn::RemovableHandle gh =
+      nn::register_module_full_backward_pre_hook([&](Module&, const TensorList&) -> std::optional<TensorList> {
+        log.push_back("global pre");
+        return std::nullopt;
+      });
+  lin->register_full_backward_pre_hook([&](Module&, const TensorList& go) -> std::optional<TensorList> {
+    log.push_back("pre");
+    pre_grad_output = go;
+    return std::nullopt;
+  });
+  lin->register_full_backward_hook(
+      [&](Module&, const TensorList& gi, const TensorList& go) -> std::optional<TensorList> {
+        log.push_back("post");
+        got_grad_input = gi;
+        got_grad_output = go;
+        return std::nullopt;
+      });
+  sum(mul((*lin)(x), c)).backward();
+  gh.remove();
+  EXPECT_EQ(log, (std::vector<std::string>{"global pre", "pre", "post"}));
+  ASSERT_EQ(pre_grad_output.size(), 1u);
+  EXPECT_EQ(values(pre_grad_output[0]), values(c));
+  ASSERT_EQ(got_grad_output.size(), 1u);
+  EXPECT_EQ(values(got_grad_output[0]), values(c));
+  // dL/dx = c W: rows [1*1 + 2*4, 1*2 + 2*5, 1*3 + 2*6] and [3*1 + 4*4, ...].
+  ASSERT_EQ(got_grad_input.size(), 1u);
+  EXPECT_EQ(values(got_grad_input[0]), (std::vector<double>{9, 12, 15, 19, 26, 33}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{9, 12, 15, 19, 26, 33}));
+  // dL/dW = c^T x.
+  EXPECT_EQ(values(lin->weight.grad()), (std::vector<double>{7, 3, -1, 10, 4, -2}));
+}
+
+TEST(ModuleHooks, FullBackwardHooksReplaceGradients) {
+  auto lin = fixed_linear();
+  Tensor x = from_vector<double>({1, 0, -1}).reshape({1, 3}).requires_grad_();
+  // The pre-hook doubles grad_output: the weight's gradient doubles too.
+  lin->register_full_backward_pre_hook([](Module&, const TensorList& go) -> std::optional<TensorList> {
+    return TensorList{mul(go[0], 2.0)};
+  });
+  lin->register_full_backward_hook([](Module&, const TensorList& gi, const TensorList&) -> std::optional<TensorList> {
+    return TensorList{add(gi[0], 1000.0)};
+  });
+  sum((*lin)(x)).backward();
+  EXPECT_EQ(values(lin->weight.grad()), (std::vector<double>{2, 0, -2, 2, 0, -2}));
+  EXPECT_EQ(values(x.grad()), (std::vector<double>{1010, 1014, 1018}));  // 2 * (1 + 4, 2 + 5, 3 + 6) + 1000
+  // A wrong count is an error naming the hook.
+  auto bad = fixed_linear();
+  bad->register_full_backward_hook([](Module&, const TensorList&, const TensorList&) -> std::optional<TensorList> {
+    return TensorList{Tensor(), Tensor()};
+  });
+  Tensor y = (*bad)(x);
+  EXPECT_TRUE(contains(error_of<Error>([&] { sum(y).backward(); }), "[Linear backward hook] returned 2 grad_input"));
+}
+
+TEST(ModuleHooks, InputsWithoutGradGetUndefinedGradInput) {
+  auto lin = fixed_linear();
+  const Tensor x = from_vector<double>({1, 0, -1}).reshape({1, 3});  // no grad: only W and b have one
+  int calls = 0;
+  lin->register_full_backward_hook([&](Module&, const TensorList& gi, const TensorList& go) -> std::optional<TensorList> {
+    ++calls;
+    EXPECT_EQ(gi.size(), 1u);
+    EXPECT_FALSE(gi[0].defined());
+    EXPECT_EQ(values(go[0]), (std::vector<double>{1, 1}));
+    return std::nullopt;
+  });
+  sum((*lin)(x)).backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(values(lin->weight.grad()), (std::vector<double>{1, 0, -1, 1, 0, -1}));
+  // Two inputs, one of them integer: LinearCrossEntropyLoss(input, target).
+  auto loss = std::make_shared<nn::LinearCrossEntropyLoss>(3, 4, false, kFloat64);
+  Tensor h = from_vector<double>({0.1, 0.2, 0.3, -1, 0, 1}).reshape({2, 3}).requires_grad_();
+  TensorList gi;
+  loss->register_full_backward_hook([&](Module&, const TensorList& in, const TensorList&) -> std::optional<TensorList> {
+    gi = in;
+    return std::nullopt;
+  });
+  (*loss)(h, from_vector<int64_t>({1, 3})).backward();
+  ASSERT_EQ(gi.size(), 2u);
+  EXPECT_TRUE(gi[0].defined());
+  EXPECT_FALSE(gi[1].defined());
+  EXPECT_EQ(values(gi[0]), values(h.grad()));
+}
+
+TEST(ModuleHooks, SequentialCallsChildrenThroughTheirHooks) {
+  auto first = std::make_shared<nn::Linear>(3, 3);
+  auto seq = std::make_shared<nn::Sequential>(
+      std::initializer_list<std::shared_ptr<Module>>{first, std::make_shared<nn::ReLU>()});
+  std::vector<std::string> names;
+  nn::RemovableHandle g = nn::register_module_forward_hook(
+      [&](Module& m, const TensorList&, const Tensor&) -> std::optional<Tensor> {
+        names.push_back(m.type_name());
+        return std::nullopt;
+      });
+  (*seq)(zeros({1, 3}));
+  g.remove();
+  EXPECT_EQ(names, (std::vector<std::string>{"Linear", "ReLU", "Sequential"}));
+  EXPECT_FALSE(seq->has_hooks());
+}
+
+}  // namespace
+}  // namespace flambeau::testing
