@@ -160,6 +160,29 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
         std::vector<Tensor>{}, ins, outs);
     autograd::set_history(outs, node, ins);
   }, "name"_a, "inputs"_a, "outputs"_a, "backward"_a);
+  // torch's Variable._execution_engine.queue_callback: cb() runs when the backward pass on
+  // this thread has processed its whole graph. The callable is released under the GIL.
+  m.def("_queue_callback", [](nb::object cb) {
+    FLB_CHECK(PyCallable_Check(cb.ptr()), TypeError, "[queue_callback] expected a callable, got ",
+              nb::type_name(cb.type()).c_str());
+    struct Holder {
+      nb::object fn;
+      ~Holder() {
+        if (fn.is_valid()) {
+          nb::gil_scoped_acquire gil;
+          fn.reset();
+        }
+      }
+    };
+    auto holder = std::make_shared<Holder>();
+    holder->fn = std::move(cb);
+    autograd::queue_callback([holder] {
+      nb::gil_scoped_acquire gil;
+      nb::object fn = std::move(holder->fn);
+      fn();
+    });
+  }, "callback"_a);
+  m.def("_in_backward_pass", &autograd::in_backward_pass);
   m.def("_gradcheck", [](nb::object fn, std::vector<Tensor> inputs, double eps, double atol, double rtol) {
     std::string report;
     const bool ok = autograd::gradcheck(

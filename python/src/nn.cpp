@@ -66,6 +66,7 @@ void bind_nn(nb::module_& m) {
          "a"_a = 0.0, "mode"_a = "fan_in", "nonlinearity"_a = "leaky_relu", "generator"_a = nb::none());
   nm.def("trunc_normal_", initialiser<double, double, double, double, Gen>(&I::trunc_normal_), "tensor"_a,
          "mean"_a = 0.0, "std"_a = 1.0, "a"_a = -2.0, "b"_a = 2.0, "generator"_a = nb::none());
+  bind_cpp_layers(nm);
 }
 
 }  // namespace flambeau::python

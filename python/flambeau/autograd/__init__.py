@@ -2,10 +2,10 @@
 import contextlib
 import functools
 
-from . import _C
+from .. import _C
 
 __all__ = ["backward", "grad", "gradcheck", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-           "is_grad_enabled"]
+           "is_grad_enabled", "Variable", "Function", "graph"]
 
 is_grad_enabled = _C.is_grad_enabled
 
@@ -135,3 +135,26 @@ def checkpoint(fn, *args, use_reentrant=False):
             return tuple(next(got) if isinstance(a, _C.Tensor) and a.requires_grad else None for a in inputs)
     _Checkpoint.__name__ = "Checkpoint"
     return _Checkpoint.apply(*args)
+
+
+class _ExecutionEngine:
+    """The backward engine as torch exposes it (torch.autograd.Variable._execution_engine)."""
+
+    @staticmethod
+    def queue_callback(callback):
+        """See flambeau.autograd.graph.queue_callback."""
+        _C._queue_callback(callback)
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, other):
+        return isinstance(other, _C.Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """torch's legacy Variable: every Tensor is one; kept for Variable._execution_engine."""
+
+    _execution_engine = _ExecutionEngine()
+
+
+from . import graph  # noqa: E402,F401

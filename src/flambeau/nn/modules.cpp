@@ -117,6 +117,7 @@ GELU::GELU(std::string approx) : Module("GELU"), approximate(std::move(approx)) 
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate); }
 Tensor SiLU::forward(const Tensor& x) { return silu(x); }
 Tensor Tanh::forward(const Tensor& x) { return tanh(x); }
+Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 
 void ModuleSequence::push_back(std::shared_ptr<Module> module) {
   register_module(std::to_string(size()), std::move(module));

@@ -111,6 +111,11 @@ class Tanh : public Module {
   Tanh() : Module("Tanh") {}
   Tensor forward(const Tensor& x) override;
 };
+class Sigmoid : public Module {
+ public:
+  Sigmoid() : Module("Sigmoid") {}
+  Tensor forward(const Tensor& x) override;
+};
 
 // Submodules in order, named "0", "1", ... (the base of Sequential and ModuleList).
 class ModuleSequence : public Module {

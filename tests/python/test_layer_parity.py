@@ -1,0 +1,117 @@
+"""One implementation of each layer: every Python layer (flambeau.nn.modules.layers) and the C++
+layer of the same name (src/flambeau/nn/modules.h, made by name through the test-only
+_C._nn._cpp_layer) must exist in both stacks, initialise to the same bits from the same seed
+with default and with explicit arguments, and give bitwise-equal outputs and input gradients
+on the same weights."""
+import inspect
+
+import numpy as np
+import pytest
+
+import flambeau as fl
+from flambeau.nn.modules import container, layers
+
+# In one stack only, with the reason.
+ONLY_ONE_STACK = {
+    "Sequential": "container: no computation of its own (calls its children; see test_nn / module_test)",
+    "ModuleList": "container without forward",
+    "ModuleDict": "container without forward",
+}
+
+f64 = fl.float64
+CONFIGS = [  # (layer, constructor arguments, inputs(seed) -> list of tensors, training)
+    ("Linear", dict(in_features=5, out_features=3), "x5", True),
+    ("Linear", dict(in_features=5, out_features=3, bias=False, dtype=f64), "x5d", True),
+    ("Embedding", dict(num_embeddings=10, embedding_dim=4), "idx", True),
+    ("Embedding", dict(num_embeddings=10, embedding_dim=4, padding_idx=-2, dtype=f64), "idx", True),
+    ("LayerNorm", dict(normalized_shape=(4,)), "x4", True),
+    ("LayerNorm", dict(normalized_shape=[2, 4], eps=1e-3, elementwise_affine=True, bias=False, dtype=f64), "x24d",
+     True),
+    ("RMSNorm", dict(normalized_shape=4), "x4", True),
+    ("RMSNorm", dict(normalized_shape=(4,), eps=1e-3, elementwise_affine=True, dtype=f64), "x4d", True),
+    ("Dropout", dict(), "x5", True),
+    ("Dropout", dict(p=0.25), "x5", True),
+    ("Dropout", dict(p=0.25), "x5", False),
+    ("GELU", dict(), "x5", True),
+    ("GELU", dict(approximate="tanh"), "x5", True),
+    ("ReLU", dict(), "x5", True),
+    ("SiLU", dict(), "x5", True),
+    ("Tanh", dict(), "x5", True),
+    ("Sigmoid", dict(), "x5", True),
+    ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7), "lce", True),
+    ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=True, dtype=f64, reduction="sum",
+                                    weight=None, ignore_index=2, label_smoothing=0.1, z_loss=1e-3), "lced", True),
+]
+
+
+def make_inputs(kind):
+    rng = np.random.default_rng(3)
+
+    def floats(*shape, dtype=fl.float32):
+        return fl.tensor(rng.standard_normal(shape).tolist(), dtype=dtype)
+    return {
+        "x5": lambda: [floats(6, 5) * 2],
+        "x5d": lambda: [floats(6, 5, dtype=f64)],
+        "x4": lambda: [floats(3, 6, 4)],
+        "x4d": lambda: [floats(6, 4, dtype=f64)],
+        "x24d": lambda: [floats(3, 2, 4, dtype=f64)],
+        "idx": lambda: [fl.tensor([[0, 8, 9], [3, 8, 1]])],
+        "lce": lambda: [floats(6, 4), fl.tensor([0, 6, 2, 2, 5, 1])],
+        "lced": lambda: [floats(6, 4, dtype=f64), fl.tensor([0, 6, 2, 2, 5, 1])],
+    }[kind]()
+
+
+def bits(t):
+    a = t.detach().numpy()
+    return a.dtype, a.shape, a.tobytes()
+
+
+def python_layers():
+    return {name for mod in (layers, container) for name, cls in vars(mod).items()
+            if inspect.isclass(cls) and issubclass(cls, fl.nn.Module) and not name.startswith("_")
+            and cls.__module__ == mod.__name__}
+
+
+def test_both_stacks_have_the_same_layers():
+    py, cpp = python_layers(), set(fl._C._nn._cpp_layer_names())
+    assert py - cpp - set(ONLY_ONE_STACK) == set(), "Python layers without a C++ twin"
+    assert cpp - py - set(ONLY_ONE_STACK) == set(), "C++ layers without a Python twin"
+    tested = {c[0] for c in CONFIGS}
+    assert (py & cpp) - tested == set(), "layers in both stacks that this test does not compare"
+
+
+@pytest.mark.parametrize("name,args,inputs,training", CONFIGS,
+                         ids=[f"{c[0]}-{'defaults' if len(c[1]) <= 2 and 'dtype' not in c[1] else 'args'}-{i}"
+                              for i, c in enumerate(CONFIGS)])
+def test_layer_matches_its_cpp_twin(name, args, inputs, training):
+    if name == "LinearCrossEntropyLoss" and "weight" in args:
+        args = dict(args, weight=fl.tensor(np.linspace(0.5, 2.0, 7).tolist(), dtype=f64))
+    fl.manual_seed(11)
+    py = getattr(fl.nn, name)(**args)
+    fl.manual_seed(11)
+    cpp_state, cpp_load, cpp_forward = fl._C._nn._cpp_layer(name, args)
+    # Same initialisation from the same seed, same defaults.
+    py_state = py.state_dict()
+    assert list(py_state) == list(cpp_state)
+    for k in py_state:
+        assert bits(py_state[k]) == bits(cpp_state[k]), k
+    # Random weights, copied into the C++ layer; then the same outputs and input gradients.
+    rng = np.random.default_rng(5)
+    with fl.no_grad():
+        for p in py.parameters():
+            p.copy_(fl.tensor(rng.standard_normal(tuple(p.shape)).tolist(), dtype=p.dtype))
+    cpp_load(dict(py.state_dict()))
+    py.train(training)
+    outs, grads = [], []
+    for run in ("python", "c++"):
+        xs = make_inputs(inputs)
+        for x in xs:
+            if x.is_floating_point():
+                x.requires_grad_()
+        fl.manual_seed(23)  # dropout draws the same mask
+        out = py(*xs) if run == "python" else cpp_forward(xs, training)
+        out.sum().backward()
+        outs.append(bits(out))
+        grads.append([bits(x.grad) for x in xs if x.requires_grad])
+    assert outs[0] == outs[1]
+    assert grads[0] == grads[1]
