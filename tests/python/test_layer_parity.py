@@ -115,3 +115,20 @@ def test_layer_matches_its_cpp_twin(name, args, inputs, training):
         grads.append([bits(x.grad) for x in xs if x.requires_grad])
     assert outs[0] == outs[1]
     assert grads[0] == grads[1]
+
+
+@pytest.mark.parametrize("name,args", [
+    ("Dropout", dict(p=1.5)),
+    ("Embedding", dict(num_embeddings=4, embedding_dim=2, padding_idx=4, dtype=f64)),
+    ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=False, dtype=f64, reduction="avg",
+                                    weight=None, ignore_index=-100, label_smoothing=0.0, z_loss=0.0)),
+    ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=False, dtype=f64, reduction="mean",
+                                    weight=None, ignore_index=-100, label_smoothing=2.0, z_loss=0.0)),
+    ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=False, dtype=f64, reduction="mean",
+                                    weight=None, ignore_index=-100, label_smoothing=0.0, z_loss=-1.0)),
+])
+def test_both_stacks_reject_the_same_arguments(name, args):
+    with pytest.raises(ValueError, match=f"\\[{name}\\]"):
+        getattr(fl.nn, name)(**args)
+    with pytest.raises(ValueError, match=f"\\[{name}\\]"):
+        fl._C._nn._cpp_layer(name, args)

@@ -38,6 +38,8 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, dtype=None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None and not -num_embeddings <= padding_idx < num_embeddings:
+            raise ValueError(f"[Embedding] padding_idx {padding_idx} must be within num_embeddings {num_embeddings}")
         if padding_idx is not None and padding_idx < 0:
             padding_idx += num_embeddings
         self.padding_idx = padding_idx
@@ -67,6 +69,8 @@ class LinearCrossEntropyLoss(Module):
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"[LinearCrossEntropyLoss] label_smoothing must be between 0.0 and 1.0, got "
                              f"{label_smoothing}")
+        if not (math.isfinite(z_loss) and z_loss >= 0):
+            raise ValueError(f"[LinearCrossEntropyLoss] z_loss must be finite and >= 0, got {z_loss}")
         if weight is not None and tuple(weight.shape) != (num_classes,):
             raise ValueError(f"[LinearCrossEntropyLoss] expected weight of shape ({num_classes},), got "
                              f"{tuple(weight.shape)}")
@@ -117,6 +121,8 @@ class RMSNorm(Module):
 class Dropout(Module):
     def __init__(self, p=0.5):
         super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"[Dropout] dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
 
     def forward(self, x):
