@@ -40,9 +40,9 @@ const std::map<std::string, Factory>& factories() {
   using std::make_shared;
   static const std::map<std::string, Factory> table = {
       {"Linear", [](const Args& a) -> std::shared_ptr<nn::Module> {
-         if (a.size() == 2) return make_shared<nn::Linear>(a.get<int64_t>("in_features"), a.get<int64_t>("out_features"));
-         return make_shared<nn::Linear>(a.get<int64_t>("in_features"), a.get<int64_t>("out_features"),
-                                        a.get<bool>("bias"), a.get<DType>("dtype"));
+         const int64_t in = a.get<int64_t>("in_features"), out = a.get<int64_t>("out_features");
+         if (a.size() == 2) return make_shared<nn::Linear>(in, out);
+         return make_shared<nn::Linear>(in, out, a.get<bool>("bias"), a.get<DType>("dtype"));
        }},
       {"Embedding", [](const Args& a) -> std::shared_ptr<nn::Module> {
          const int64_t n = a.get<int64_t>("num_embeddings"), d = a.get<int64_t>("embedding_dim");

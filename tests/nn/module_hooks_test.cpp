@@ -55,9 +55,10 @@ TEST(ModuleHooks, ForwardHooksRunInOrderWithGlobalsFirst) {
 TEST(ModuleHooks, ForwardHooksReplaceInputsAndOutput) {
   auto lin = fixed_linear();
   const Tensor x = from_vector<double>({1, 0, -1}).reshape({1, 3});
-  nn::RemovableHandle pre = lin->register_forward_pre_hook([](Module&, const TensorList& in) -> std::optional<TensorList> {
-    return TensorList{mul(in[0], 2.0)};
-  });
+  nn::RemovableHandle pre =
+      lin->register_forward_pre_hook([](Module&, const TensorList& in) -> std::optional<TensorList> {
+        return TensorList{mul(in[0], 2.0)};
+      });
   Tensor seen_input;
   nn::RemovableHandle post =
       lin->register_forward_hook([&](Module& m, const TensorList& in, const Tensor& out) -> std::optional<Tensor> {
@@ -179,13 +180,14 @@ TEST(ModuleHooks, InputsWithoutGradGetUndefinedGradInput) {
   auto lin = fixed_linear();
   const Tensor x = from_vector<double>({1, 0, -1}).reshape({1, 3});  // no grad: only W and b have one
   int calls = 0;
-  lin->register_full_backward_hook([&](Module&, const TensorList& gi, const TensorList& go) -> std::optional<TensorList> {
+  auto hook = [&](Module&, const TensorList& gi, const TensorList& go) -> std::optional<TensorList> {
     ++calls;
     EXPECT_EQ(gi.size(), 1u);
     EXPECT_FALSE(gi[0].defined());
     EXPECT_EQ(values(go[0]), (std::vector<double>{1, 1}));
     return std::nullopt;
-  });
+  };
+  lin->register_full_backward_hook(hook);
   sum((*lin)(x)).backward();
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(values(lin->weight.grad()), (std::vector<double>{1, 0, -1, 1, 0, -1}));

@@ -3,6 +3,7 @@ state_dict / load_state_dict with their hooks, train/eval, apply, to; forward pr
 and full backward pre/post hooks run by __call__, and the register_module_* global hooks
 that run before every module's own."""
 import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 
 from ... import _C
@@ -118,6 +119,9 @@ class Module:
         result = None
         called = set()  # always_call hooks that already ran
         try:
+            # Taken before the pre-hooks run, so a hook registered by one applies from the next call.
+            backward_hooks = [*_global_backward_hooks.values(), *self._backward_hooks.values()]
+            backward_pre_hooks = [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
             for hook_id, hook in (*_global_forward_pre_hooks.items(), *self._forward_pre_hooks.items()):
                 if hook_id in self._forward_pre_hooks_with_kwargs:
                     out = hook(self, args, kwargs)
@@ -130,8 +134,6 @@ class Module:
                     out = hook(self, args)
                     if out is not None:
                         args = out if isinstance(out, tuple) else (out,)
-            backward_hooks = [*_global_backward_hooks.values(), *self._backward_hooks.values()]
-            backward_pre_hooks = [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
             bw_hook = None
             if backward_hooks or backward_pre_hooks:
                 bw_hook = BackwardHook(self, backward_hooks, backward_pre_hooks)
@@ -155,7 +157,6 @@ class Module:
 
     def _run_always_called_hooks(self, args, kwargs, result, called):
         """The always_call forward hooks not run yet; their own errors become warnings."""
-        import warnings
         for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
             if hook_id in called or not (hook_id in self._forward_hooks_always_called
                                          or hook_id in _global_forward_hooks_always_called):
