@@ -164,7 +164,9 @@ TEST(ModuleHooks, FullBackwardHooksReplaceGradients) {
   lin->register_full_backward_hook([](Module&, const TensorList& gi, const TensorList&) -> std::optional<TensorList> {
     return TensorList{add(gi[0], 1000.0)};
   });
-  sum((*lin)(x)).backward();
+  const Tensor y = (*lin)(x);
+  EXPECT_EQ(y.grad_fn()->name(), "BackwardHookFunctionBackward");
+  sum(y).backward();
   EXPECT_EQ(values(lin->weight.grad()), (std::vector<double>{2, 0, -2, 2, 0, -2}));
   EXPECT_EQ(values(x.grad()), (std::vector<double>{1010, 1014, 1018}));  // 2 * (1 + 4, 2 + 5, 3 + 6) + 1000
   // A wrong count is an error naming the hook.
@@ -172,8 +174,8 @@ TEST(ModuleHooks, FullBackwardHooksReplaceGradients) {
   bad->register_full_backward_hook([](Module&, const TensorList&, const TensorList&) -> std::optional<TensorList> {
     return TensorList{Tensor(), Tensor()};
   });
-  Tensor y = (*bad)(x);
-  EXPECT_TRUE(contains(error_of<Error>([&] { sum(y).backward(); }), "[Linear backward hook] returned 2 grad_input"));
+  Tensor z = (*bad)(x);
+  EXPECT_TRUE(contains(error_of<Error>([&] { sum(z).backward(); }), "[Linear backward hook] returned 2 grad_input"));
 }
 
 TEST(ModuleHooks, InputsWithoutGradGetUndefinedGradInput) {

@@ -216,9 +216,10 @@ def test_full_backward_hooks_replace_gradients():
         x = lib.tensor([[1.0, 0, -1]], dtype=lib.float64, requires_grad=True)
         m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 2,))
         m.register_full_backward_hook(lambda mod, gi, go: (gi[0] + 1000,))
-        m(x).sum().backward()
-        return arr(x.grad).tolist(), arr(m.weight.grad).tolist()
-    assert run_both(scenario) == ([[1010.0, 1014, 1018]], [[2.0, 0, -2], [2, 0, -2]])
+        y = m(x)
+        y.sum().backward()
+        return arr(x.grad).tolist(), arr(m.weight.grad).tolist(), y.grad_fn.name()
+    assert run_both(scenario) == ([[1010.0, 1014, 1018]], [[2.0, 0, -2], [2, 0, -2]], "BackwardHookFunctionBackward")
 
 
 def test_grad_input_has_none_for_inputs_without_grad():
