@@ -28,6 +28,15 @@ double learning_rate(const Config& c, int64_t step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * t));
 }
 
+Tensor train_step(Gpt& model, optim::AdamW& opt, const Batch& b, const Config& c) {
+  const Tensor loss = model.loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
+  opt.zero_grad();
+  loss.backward();
+  if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model.parameters(), c.grad_clip);
+  opt.step();
+  return loss;
+}
+
 namespace {
 
 optim::AdamW make_optimizer(const Config& c, Gpt& model) {
@@ -88,11 +97,7 @@ void train(const Config& c, const std::string& resume_from) {
     const double lr = learning_rate(c, step);
     opt.set_lr(lr);
     const Batch b = train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step);
-    const Tensor loss = model->loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
-    opt.zero_grad();
-    loss.backward();
-    if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model->parameters(), c.grad_clip);
-    opt.step();
+    const Tensor loss = train_step(*model, opt, b, c);
     const double value = loss.item<double>();
     progress.update(step, value, lr, tokens_per_step);
     log.write({step, value, -1, lr, progress.tokens_per_second()});
@@ -155,13 +160,7 @@ void bench(const Config& c, bool fortunes) {
     b.targets = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
     b.doc_ids = zeros({c.batch_size, c.seq_len}, kInt64);
   }
-  auto step = [&] {
-    const Tensor loss = model->loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
-    opt.zero_grad();
-    loss.backward();
-    if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model->parameters(), c.grad_clip);
-    opt.step();
-  };
+  auto step = [&] { train_step(*model, opt, b, c); };
   step();  // warm-up (allocator cache, page faults)
   const int64_t n = std::max<int64_t>(1, c.steps);
   std::vector<double> times;

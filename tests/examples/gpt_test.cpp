@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/io/safetensors.h"
 #include "gpt/checkpoint.h"
@@ -201,4 +202,30 @@ TEST(Gpt, Bf16TracksFloat32) {
   for (const auto& state : opt16.state_dict().params)
     for (const auto& [name, t] : state) EXPECT_EQ(t.dtype(), kFloat32) << name;
   fs::remove_all(data);
+}
+
+// The op hook sees exactly the user-level ops of a training step: the model's forward as the
+// code above writes it (its fused ops included), backward, clipping and AdamW as one op each.
+TEST(Gpt, OpHookSeesTheStepsUserLevelOps) {
+  const fs::path data = make_corpus();
+  const gpt::Corpus corpus = gpt::load_fortunes(data.string());
+  gpt::Config c = tiny(data, data / "out");
+  c.grad_clip = 1.0;
+  gpt::Gpt model(c);
+  optim::AdamOptions o;
+  optim::AdamW opt(model.parameters(), o);
+  const gpt::Batch b = gpt::train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, 0);
+  std::vector<std::string> seen;
+  const int id = op_hook::add_listener([&](const op_hook::OpCall& call) { seen.emplace_back(call.name); });
+  gpt::train_step(model, opt, b, c);
+  op_hook::remove_listener(id);
+  std::vector<std::string> want{"document_mask", "create_block_mask", "embedding"};
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    for (const char* op : {"rms_norm", "gpt::qkv_rope", "flex_attention", "transpose", "reshape", "linear", "add",
+                           "rms_norm", "gpt::swiglu", "linear", "add"})
+      want.emplace_back(op);
+  for (const char* op : {"rms_norm", "reshape", "reshape", "linear_cross_entropy", "backward", "clip_grad_norm_",
+                         "_fused_adamw_"})
+    want.emplace_back(op);
+  EXPECT_EQ(seen, want);
 }

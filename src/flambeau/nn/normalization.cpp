@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd_norm.h"
@@ -150,13 +151,13 @@ double machine_epsilon(DType dt) {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-                  const std::optional<Tensor>& bias, double eps) {
+FLB_OP(layer_norm, (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps), (x, normalized_shape, weight, bias, eps), Tensor) {
   return fused_norm("layer_norm", x, normalized_shape, weight, bias, eps, false);
 }
 
-Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-                std::optional<double> eps) {
+FLB_OP(rms_norm, (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                std::optional<double> eps), (x, normalized_shape, weight, eps), Tensor) {
   return fused_norm("rms_norm", x, normalized_shape, weight, {}, eps.value_or(machine_epsilon(x.dtype())), true);
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
@@ -101,7 +102,7 @@ Tensor& sample_with_grad(const char* op, const char* node, Tensor& t, const F& s
 
 }  // namespace
 
-Tensor& uniform_(Tensor& t, double from, double to, std::optional<Generator> gen) {
+FLB_OP(uniform_, (Tensor& t, double from, double to, std::optional<Generator> gen), (t, from, to, gen), Tensor&) {
   FLB_CHECK(from <= to, ValueError, "[uniform_] expects to return a [from, to) range, but found from=", from,
             " > to=", to);
   if (autograd::needs_grad(t))
@@ -129,7 +130,7 @@ Tensor& uniform_(Tensor& t, double from, double to, std::optional<Generator> gen
   });
 }
 
-Tensor& normal_(Tensor& t, double mean, double std, std::optional<Generator> gen) {
+FLB_OP(normal_, (Tensor& t, double mean, double std, std::optional<Generator> gen), (t, mean, std, gen), Tensor&) {
   FLB_CHECK(std >= 0, ValueError, "[normal_] expects std >= 0.0, but found std ", std);
   if (autograd::needs_grad(t))
     return sample_with_grad("normal_", "NormalBackward", t, [&](Tensor& r) { normal_(r, mean, std, gen); });
@@ -149,7 +150,7 @@ Tensor& normal_(Tensor& t, double mean, double std, std::optional<Generator> gen
   });
 }
 
-Tensor& exponential_(Tensor& t, double lambd, std::optional<Generator> gen) {
+FLB_OP(exponential_, (Tensor& t, double lambd, std::optional<Generator> gen), (t, lambd, gen), Tensor&) {
   FLB_CHECK(lambd > 0, ValueError, "[exponential_] expects lambda > 0.0, but found lambda=", lambd);
   if (autograd::needs_grad(t))
     return sample_with_grad("exponential_", "ExponentialBackward", t, [&](Tensor& r) { exponential_(r, lambd, gen); });
@@ -164,7 +165,7 @@ Tensor& exponential_(Tensor& t, double lambd, std::optional<Generator> gen) {
   });
 }
 
-Tensor& bernoulli_(Tensor& t, double p, std::optional<Generator> gen) {
+FLB_OP(bernoulli_, (Tensor& t, double p, std::optional<Generator> gen), (t, p, gen), Tensor&) {
   FLB_CHECK(p >= 0 && p <= 1, ValueError, "[bernoulli_] expects p to be in [0, 1], but got p=", p);
   if (autograd::needs_grad(t))
     return sample_with_grad("bernoulli_", "BernoulliBackward", t, [&](Tensor& r) { bernoulli_(r, p, gen); });
@@ -174,7 +175,7 @@ Tensor& bernoulli_(Tensor& t, double p, std::optional<Generator> gen) {
   });
 }
 
-Tensor bernoulli(const Tensor& p, std::optional<Generator> gen) {
+FLB_OP(bernoulli, (const Tensor& p, std::optional<Generator> gen), (p, gen), Tensor) {
   float_compute("bernoulli", p);
   const Tensor probs = p.to(kFloat64).contiguous();
   const double* pp = probs.data<double>();
@@ -190,17 +191,17 @@ Tensor bernoulli(const Tensor& p, std::optional<Generator> gen) {
   return r;
 }
 
-Tensor rand(const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(rand, (const Dims& shape, DType dtype, std::optional<Generator> gen), (shape, dtype, gen), Tensor) {
   Tensor t = empty(shape, dtype);
   return uniform_(t, 0, 1, std::move(gen));
 }
 
-Tensor randn(const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randn, (const Dims& shape, DType dtype, std::optional<Generator> gen), (shape, dtype, gen), Tensor) {
   Tensor t = empty(shape, dtype);
   return normal_(t, 0, 1, std::move(gen));
 }
 
-Tensor randint(int64_t low, int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randint, (int64_t low, int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen), (low, high, shape, dtype, gen), Tensor) {
   FLB_CHECK(low < high, ValueError, "[randint] random_ expects 'from' to be less than 'to', but got from=", low,
             " >= to=", high);
   const uint64_t range = uint64_t(high) - uint64_t(low);
@@ -219,11 +220,11 @@ Tensor randint(int64_t low, int64_t high, const Dims& shape, DType dtype, std::o
   return out.to(dtype);
 }
 
-Tensor randint(int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randint, (int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen), (high, shape, dtype, gen), Tensor) {
   return randint(0, high, shape, dtype, std::move(gen));
 }
 
-Tensor randperm(int64_t n, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randperm, (int64_t n, DType dtype, std::optional<Generator> gen), (n, dtype, gen), Tensor) {
   FLB_CHECK(n >= 0, ValueError, "[randperm] n must be non-negative, got ", n);
   // Fisher-Yates: swap i with a uniform j in [0, i], from n - 1 down to 1.
   std::vector<uint64_t> r(static_cast<size_t>(std::max<int64_t>(n, 1)));
@@ -235,7 +236,7 @@ Tensor randperm(int64_t n, DType dtype, std::optional<Generator> gen) {
   return out.to(dtype);
 }
 
-Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, std::optional<Generator> gen) {
+FLB_OP(multinomial, (const Tensor& probs, int64_t num_samples, bool replacement, std::optional<Generator> gen), (probs, num_samples, replacement, gen), Tensor) {
   FLB_CHECK(probs.dim() == 1 || probs.dim() == 2, ValueError, "[multinomial] prob_dist must be 1 or 2 dim, got shape ",
             shape_str(probs.sizes()));
   FLB_CHECK(is_floating(probs.dtype()), TypeError, "[multinomial] only supports floating-point dtypes for input, got ",

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/autocast.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
@@ -269,14 +270,14 @@ std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t d
 
 }  // namespace
 
-Tensor sum(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+FLB_OP(sum, (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype), (t, dims, keepdim, dtype), Tensor) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
   autograd::record_sum(t, dims, 1.0, out);
   return out;
 }
 
-Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+FLB_OP(prod, (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype), (t, dims, keepdim, dtype), Tensor) {
   FLB_AUTOCAST(fp32, prod, t, dims, keepdim, dtype);
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
@@ -284,7 +285,7 @@ Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType
   return out;
 }
 
-Tensor mean(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+FLB_OP(mean, (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype), (t, dims, keepdim, dtype), Tensor) {
   const DType dt = dtype.value_or(t.dtype());
   FLB_CHECK(is_floating(dt), TypeError, "[mean] could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
             dtype_name(dt));
@@ -309,58 +310,58 @@ void check_extreme_dims(const char* op, const Tensor& t, const Dims& dims) {
 }
 }  // namespace
 
-Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(amax, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   check_extreme_dims("amax", t, dims);
   Tensor out = reduce<MaxRed>("amax", t, dims, keepdim, t.dtype(), t.dtype());
   autograd::record_extreme(t, dims, out);
   return out;
 }
 
-Tensor amin(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(amin, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   check_extreme_dims("amin", t, dims);
   Tensor out = reduce<MinRed>("amin", t, dims, keepdim, t.dtype(), t.dtype());
   autograd::record_extreme(t, dims, out);
   return out;
 }
 
-std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) {
+FLB_OP(max, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
   auto r = arg_extreme<true>("max", t, dim, keepdim);
   autograd::record_pick("MaxBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "max") : 0, r.second, keepdim, r.first);
   return r;
 }
-std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) {
+FLB_OP(min, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
   auto r = arg_extreme<false>("min", t, dim, keepdim);
   autograd::record_pick("MinBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "min") : 0, r.second, keepdim, r.first);
   return r;
 }
-Tensor max(const Tensor& t) { return amax(t); }
-Tensor min(const Tensor& t) { return amin(t); }
+FLB_OP(max, (const Tensor& t), (t), Tensor) { return amax(t); }
+FLB_OP(min, (const Tensor& t), (t), Tensor) { return amin(t); }
 
-Tensor argmax(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+FLB_OP(argmax, (const Tensor& t, std::optional<int64_t> dim, bool keepdim), (t, dim, keepdim), Tensor) {
   if (dim) return arg_extreme<true>("argmax", t, *dim, keepdim).second;
   FLB_CHECK(t.numel() > 0, ValueError, "[argmax] expected reduction dim to be specified for input.numel() == 0");
   Tensor r = arg_extreme<true>("argmax", t.reshape({-1}), 0, false).second;
   return keepdim ? r.reshape(Dims(size_t(t.dim()), 1)) : r;
 }
 
-Tensor argmin(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+FLB_OP(argmin, (const Tensor& t, std::optional<int64_t> dim, bool keepdim), (t, dim, keepdim), Tensor) {
   if (dim) return arg_extreme<false>("argmin", t, *dim, keepdim).second;
   FLB_CHECK(t.numel() > 0, ValueError, "[argmin] expected reduction dim to be specified for input.numel() == 0");
   Tensor r = arg_extreme<false>("argmin", t.reshape({-1}), 0, false).second;
   return keepdim ? r.reshape(Dims(size_t(t.dim()), 1)) : r;
 }
 
-Tensor any(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(any, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   Tensor r = reduce<MaxRed>("any", ne(t, 0), dims, keepdim, kBool, kBool);
   return t.dtype() == kUInt8 ? r.to(kUInt8) : r;
 }
 
-Tensor all(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(all, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   Tensor r = reduce<MinRed>("all", ne(t, 0), dims, keepdim, kBool, kBool);
   return t.dtype() == kUInt8 ? r.to(kUInt8) : r;
 }
 
-Tensor count_nonzero(const Tensor& t, const Dims& dims) {
+FLB_OP(count_nonzero, (const Tensor& t, const Dims& dims), (t, dims), Tensor) {
   return reduce<SumRed>("count_nonzero", ne(t, 0), dims, false, kInt64, kInt64);
 }
 
@@ -373,18 +374,18 @@ Tensor float_input(const char* op, const Tensor& t) {
 }
 }  // namespace
 
-Tensor var(const Tensor& t, const Dims& dims, double correction, bool keepdim) {
+FLB_OP(var, (const Tensor& t, const Dims& dims, double correction, bool keepdim), (t, dims, correction, keepdim), Tensor) {
   const Tensor x = float_input("var", t);
   const Tensor d = sub(x, mean(x, dims, true));
   const double n = double(reduced_count(t, dims));
   return div(sum(mul(d, d), dims, keepdim), std::max(0.0, n - correction)).to(t.dtype());
 }
 
-Tensor std(const Tensor& t, const Dims& dims, double correction, bool keepdim) {
+FLB_OP(std, (const Tensor& t, const Dims& dims, double correction, bool keepdim), (t, dims, correction, keepdim), Tensor) {
   return sqrt(var(float_input("std", t), dims, correction, keepdim)).to(t.dtype());
 }
 
-Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
+FLB_OP(norm, (const Tensor& t, double p, const Dims& dims, bool keepdim), (t, p, dims, keepdim), Tensor) {
   const Tensor x = float_input("norm", t);
   Tensor r;
   if (p == 2) r = sqrt(sum(mul(x, x), dims, keepdim));
@@ -395,7 +396,7 @@ Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
   return r.to(t.dtype());
 }
 
-Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(logsumexp, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   const Tensor x = is_floating(t.dtype()) ? float_input("logsumexp", t) : t.to(kDefaultFloat);
   if (x.numel() == 0) return log(sum(exp(x), dims, keepdim));
   Tensor m = amax(x, dims, true);

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/radix_sort.h"
 #include "flambeau/ops/elementwise.h"
@@ -89,7 +90,7 @@ std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, 
 
 }  // namespace
 
-std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
+FLB_OP(sort, (const Tensor& t, int64_t dim, bool descending, bool stable), (t, dim, descending, stable), std::pair<Tensor, Tensor>) {
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), "sort");
   // Always stable: radix sort (stable by construction), std::stable_sort for short rows.
@@ -104,11 +105,11 @@ std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bo
   return r;
 }
 
-Tensor argsort(const Tensor& t, int64_t dim, bool descending, bool stable) {
+FLB_OP(argsort, (const Tensor& t, int64_t dim, bool descending, bool stable), (t, dim, descending, stable), Tensor) {
   return sort(t, dim, descending, stable).second;
 }
 
-std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted) {
+FLB_OP(topk, (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted), (t, k, dim, largest, sorted), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 0 && k <= n, IndexError, "[topk] k (", k, ") is out of range for dimension ", d, " with size ", n);
@@ -156,7 +157,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
   return r;
 }
 
-std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool keepdim) {
+FLB_OP(kthvalue, (const Tensor& t, int64_t k, int64_t dim, bool keepdim), (t, k, dim, keepdim), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "kthvalue");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 1 && k <= n, IndexError, "[kthvalue] selected number k (", k, ") out of range for dimension ", d,
@@ -175,7 +176,7 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool
   return {kv, ki};
 }
 
-std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted, bool return_inverse, bool return_counts) {
+FLB_OP(unique, (const Tensor& t, bool sorted, bool return_inverse, bool return_counts), (t, sorted, return_inverse, return_counts), std::tuple<Tensor, Tensor, Tensor>) {
   (void)sorted;  // results always come sorted, as PyTorch's CPU unique does
   auto [v, order] = sort(t.reshape({-1}), 0);
   const int64_t n = v.numel();
@@ -205,7 +206,7 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted, bool ret
   return {values, inverse, count_t};
 }
 
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right) {
+FLB_OP(searchsorted, (const Tensor& sorted_sequence, const Tensor& values, bool right), (sorted_sequence, values, right), Tensor) {
   const Tensor& seq = sorted_sequence;
   FLB_CHECK(seq.dim() >= 1, ValueError, "[searchsorted] the sorted sequence must have at least one dimension");
   const bool one_d = seq.dim() == 1;
