@@ -117,7 +117,8 @@ std::vector<Edge> root_edges_of(const char* op, const std::vector<Tensor>& roots
 
 }  // namespace
 
-FLB_OP(backward, (const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph),
+FLB_OP(backward,
+       (const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph),
        (roots, grads, retain_graph), void) {
   std::vector<Tensor> root_grads;
   const std::vector<Edge> edges = root_edges_of("backward", roots, grads, root_grads);
@@ -125,8 +126,8 @@ FLB_OP(backward, (const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 }
 
 FLB_OP(grad,
-       (const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const std::vector<Tensor>& grad_outputs,
-        bool retain_graph, bool allow_unused),
+       (const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+        const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused),
        (outputs, inputs, grad_outputs, retain_graph, allow_unused), std::vector<Tensor>) {
   std::vector<Tensor> root_grads;
   const std::vector<Edge> edges = root_edges_of("grad", outputs, grad_outputs, root_grads);

@@ -36,8 +36,16 @@ void notify(OpCall&& call) {
     snapshot = r.listeners;
   }
   // A listener's own ops are not user-level calls.
-  const DepthGuard inside;
+  ++depth();
+  struct Leave {
+    ~Leave() { --depth(); }
+  } leave;
   for (const auto& [id, listener] : *snapshot) listener(call);
+}
+
+void leave(OpCall* pending) {
+  --depth();
+  delete pending;
 }
 
 }  // namespace detail

@@ -55,6 +55,8 @@ extern std::atomic<int> g_listeners;  // how many are registered
 // The depth of op calls on this thread: 0 outside any op.
 int& depth();
 void notify(OpCall&& call);
+// Ends a listened call: restores the depth, frees `pending`.
+void leave(OpCall* pending);
 
 template <class T>
 struct is_optional : std::false_type {};
@@ -84,7 +86,9 @@ Value to_value(const T& v) {
 }
 
 inline void collect(std::vector<Tensor>& out, const Tensor& t) { out.push_back(t); }
-inline void collect(std::vector<Tensor>& out, const std::vector<Tensor>& v) { out.insert(out.end(), v.begin(), v.end()); }
+inline void collect(std::vector<Tensor>& out, const std::vector<Tensor>& v) {
+  out.insert(out.end(), v.begin(), v.end());
+}
 template <class A, class B>
 void collect(std::vector<Tensor>& out, const std::pair<A, B>& p) {
   collect(out, p.first), collect(out, p.second);
@@ -96,35 +100,54 @@ void collect(std::vector<Tensor>& out, const std::tuple<Ts...>& t) {
 template <class T>
 void collect(std::vector<Tensor>&, const T&) {}  // non-tensor results (bool, DType, ...)
 
-// Depth bookkeeping for one call (restored on exceptions too).
-struct DepthGuard {
-  DepthGuard() { ++depth(); }
-  ~DepthGuard() { --depth(); }
-  DepthGuard(const DepthGuard&) = delete;
-  DepthGuard& operator=(const DepthGuard&) = delete;
-};
+
 }  // namespace detail
 
 // True when some listener is registered (one relaxed load).
 inline bool active() { return detail::g_listeners.load(std::memory_order_relaxed) != 0; }
 
+namespace detail {
+// One call's bookkeeping; does nothing unless a listener was registered when the call began.
+// The listened path is out of line, so an op without listeners pays one load and one test.
+struct Frame {
+  bool entered = false;
+  OpCall* pending = nullptr;  // set for a user-level call; owned
+  Frame() = default;
+  Frame(const Frame&) = delete;
+  Frame& operator=(const Frame&) = delete;
+  template <class... Args>
+  void enter(std::string_view name, const Args&... args) {
+    entered = true;
+    if (depth()++ == 0) pending = new OpCall{name, {to_value(args)...}, {}};
+  }
+  template <class R>
+  void finish(const R& result) {
+    collect(pending->outputs, result);
+    notify(std::move(*pending));
+  }
+  ~Frame() {
+    if (entered) [[unlikely]]
+      leave(pending);
+  }
+};
+}  // namespace detail
+
 // Runs body() as the op `name` called with `args`, reporting the call to the listeners when
-// it is a user-level one.
+// it is a user-level one. body() is called from one place only, so the compiler can inline
+// the op's body as if the hook were not there.
 template <class Body, class... Args>
 decltype(auto) call(std::string_view name, Body&& body, const Args&... args) {
-  if (!active()) return body();
-  const bool top = detail::depth() == 0;
-  const detail::DepthGuard guard;
-  if (!top) return body();
-  OpCall c{name, {detail::to_value(args)...}, {}};
+  detail::Frame frame;
+  if (active()) [[unlikely]]
+    frame.enter(name, args...);
   if constexpr (std::is_void_v<decltype(body())>) {
     body();
-    detail::notify(std::move(c));
-    return;
+    if (frame.pending) [[unlikely]]
+      detail::notify(std::move(*frame.pending));
   } else {
     decltype(auto) result = body();
-    detail::collect(c.outputs, result);
-    detail::notify(std::move(c));
+    if (frame.pending) [[unlikely]]
+      frame.finish(result);
     return result;
   }
 }

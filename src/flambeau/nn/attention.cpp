@@ -169,9 +169,10 @@ Tensor as_bhle(const Tensor& t) {
 
 }  // namespace
 
-FLB_OP(scaled_dot_product_attention, (const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
-                                    std::optional<double> scale, bool enable_gqa), (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa), Tensor) {
+FLB_OP(scaled_dot_product_attention,
+       (const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
+        double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa),
+       (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa), Tensor) {
   FLB_AUTOCAST(lower, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   FLB_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(), ValueError,
             "[scaled_dot_product_attention] expected q, k, v with the same number (>= 3) of dims, got ",

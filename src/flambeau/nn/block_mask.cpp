@@ -141,7 +141,8 @@ BlockMask from_kv_blocks(const Tensor& kv_num_blocks, const Tensor& kv_indices, 
 }
 
 FLB_OP(create_block_mask,
-       (MaskModPtr mask_mod, int64_t B, int64_t H, int64_t L, int64_t S, int64_t qbs, std::optional<int64_t> kv_block),
+       (MaskModPtr mask_mod, int64_t B, int64_t H, int64_t L, int64_t S, int64_t qbs,
+        std::optional<int64_t> kv_block),
        (mask_mod, B, H, L, S, qbs, kv_block), BlockMask) {
   const int64_t kbs = kv_block.value_or(qbs);
   check_sizes(B, H, L, S, qbs, kbs);

@@ -7,7 +7,9 @@
 
 namespace flambeau::nn::utils {
 
-FLB_OP(clip_grad_norm_, (const std::vector<Tensor>& parameters, double max_norm, double norm_type), (parameters, max_norm, norm_type), Tensor) {
+FLB_OP(clip_grad_norm_,
+       (const std::vector<Tensor>& parameters, double max_norm, double norm_type),
+       (parameters, max_norm, norm_type), Tensor) {
   autograd::NoGradGuard no_grad;
   std::vector<Tensor> norms;
   for (const Tensor& p : parameters)

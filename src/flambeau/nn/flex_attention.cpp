@@ -80,9 +80,10 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Block
 
 }  // namespace
 
-FLB_OP(flex_attention, (const Tensor& q, const Tensor& k, const Tensor& v, ScoreModPtr score_mod,
-                                         const std::optional<BlockMask>& block_mask, std::optional<double> scale,
-                                         bool enable_gqa, bool return_lse), (q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse), std::pair<Tensor, Tensor>) {
+FLB_OP(flex_attention,
+       (const Tensor& q, const Tensor& k, const Tensor& v, ScoreModPtr score_mod,
+        const std::optional<BlockMask>& block_mask, std::optional<double> scale, bool enable_gqa, bool return_lse),
+       (q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse), std::pair<Tensor, Tensor>) {
   FLB_AUTOCAST(lower, flex_attention, q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse);
   check_inputs(q, k, v, block_mask ? &*block_mask : nullptr, enable_gqa);
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k.size(2), Ev = v.size(3);

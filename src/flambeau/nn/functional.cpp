@@ -7,7 +7,9 @@
 
 namespace flambeau::nn::functional {
 
-FLB_OP(dropout, (const Tensor& x, double p, bool training, std::optional<Generator> gen), (x, p, training, gen), Tensor) {
+FLB_OP(dropout,
+       (const Tensor& x, double p, bool training, std::optional<Generator> gen),
+       (x, p, training, gen), Tensor) {
   FLB_CHECK(p >= 0 && p <= 1, ValueError, "[dropout] dropout probability has to be between 0 and 1, but got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, 0.0);
@@ -16,7 +18,9 @@ FLB_OP(dropout, (const Tensor& x, double p, bool training, std::optional<Generat
   return div(mul(x, keep), 1 - p);
 }
 
-FLB_OP(linear, (const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias), (x, weight, bias), Tensor) {
+FLB_OP(linear,
+       (const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias),
+       (x, weight, bias), Tensor) {
   return flambeau::linear(x, weight, bias);
 }
 

@@ -99,10 +99,13 @@ Tensor safe_targets(const Tensor& target, const Problem& p, const std::optional<
 
 }  // namespace
 
-FLB_OP(linear_cross_entropy, (const Tensor& input, const Tensor& linear_weight, const Tensor& target,
-                            const std::optional<Tensor>& linear_bias, const std::optional<Tensor>& weight,
-                            const std::string& reduction, int64_t ignore_index, double label_smoothing, double z_loss,
-                            std::optional<int64_t> chunk_size), (input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, z_loss, chunk_size), Tensor) {
+FLB_OP(linear_cross_entropy,
+       (const Tensor& input, const Tensor& linear_weight, const Tensor& target,
+        const std::optional<Tensor>& linear_bias, const std::optional<Tensor>& weight,
+        const std::string& reduction, int64_t ignore_index, double label_smoothing, double z_loss,
+        std::optional<int64_t> chunk_size),
+       (input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, z_loss,
+        chunk_size), Tensor) {
   FLB_AUTOCAST(fp32, linear_cross_entropy, input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, z_loss, chunk_size);
   const Problem p = check_args(input, linear_weight, target, linear_bias, weight, reduction, label_smoothing, z_loss,
                                chunk_size);

@@ -212,16 +212,20 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
 
 }  // namespace
 
-FLB_OP(nll_loss, (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
-                const std::string& reduction), (input, target, weight, ignore_index, reduction), Tensor) {
+FLB_OP(nll_loss,
+       (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
+        const std::string& reduction),
+       (input, target, weight, ignore_index, reduction), Tensor) {
   FLB_AUTOCAST(fp32, nll_loss, input, target, weight, ignore_index, reduction);
   check_reduction("nll_loss", reduction);
   const ClassTargets c = class_targets("nll_loss", input, target, weight, ignore_index);
   return nll_from(classes_last(input), c, reduction);
 }
 
-FLB_OP(cross_entropy, (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
-                     int64_t ignore_index, const std::string& reduction, double label_smoothing), (input, target, weight, ignore_index, reduction, label_smoothing), Tensor) {
+FLB_OP(cross_entropy,
+       (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
+        const std::string& reduction, double label_smoothing),
+       (input, target, weight, ignore_index, reduction, label_smoothing), Tensor) {
   FLB_AUTOCAST(fp32, cross_entropy, input, target, weight, ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   check_reduction(op, reduction);
@@ -261,7 +265,9 @@ FLB_OP(cross_entropy, (const Tensor& input, const Tensor& target, const std::opt
   return add(mul(nll, 1 - label_smoothing), mul(smooth, label_smoothing / double(classes)));
 }
 
-FLB_OP(mse_loss, (const Tensor& input, const Tensor& target, const std::string& reduction), (input, target, reduction), Tensor) {
+FLB_OP(mse_loss,
+       (const Tensor& input, const Tensor& target, const std::string& reduction),
+       (input, target, reduction), Tensor) {
   FLB_AUTOCAST(fp32, mse_loss, input, target, reduction);
   check_reduction("mse_loss", reduction);
   broadcast_shapes(input.sizes(), target.sizes(), "mse_loss");
@@ -269,15 +275,19 @@ FLB_OP(mse_loss, (const Tensor& input, const Tensor& target, const std::string& 
   return reduce(mul(d, d), reduction);
 }
 
-FLB_OP(l1_loss, (const Tensor& input, const Tensor& target, const std::string& reduction), (input, target, reduction), Tensor) {
+FLB_OP(l1_loss,
+       (const Tensor& input, const Tensor& target, const std::string& reduction),
+       (input, target, reduction), Tensor) {
   FLB_AUTOCAST(fp32, l1_loss, input, target, reduction);
   check_reduction("l1_loss", reduction);
   broadcast_shapes(input.sizes(), target.sizes(), "l1_loss");
   return reduce(abs(sub(input, target)), reduction);
 }
 
-FLB_OP(binary_cross_entropy_with_logits, (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
-                                        const std::string& reduction, const std::optional<Tensor>& pos_weight), (input, target, weight, reduction, pos_weight), Tensor) {
+FLB_OP(binary_cross_entropy_with_logits,
+       (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+        const std::string& reduction, const std::optional<Tensor>& pos_weight),
+       (input, target, weight, reduction, pos_weight), Tensor) {
   FLB_AUTOCAST(fp32, binary_cross_entropy_with_logits, input, target, weight, reduction, pos_weight);
   const char* op = "binary_cross_entropy_with_logits";
   check_reduction(op, reduction);

@@ -151,13 +151,17 @@ double machine_epsilon(DType dt) {
 
 }  // namespace
 
-FLB_OP(layer_norm, (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-                  const std::optional<Tensor>& bias, double eps), (x, normalized_shape, weight, bias, eps), Tensor) {
+FLB_OP(layer_norm,
+       (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+        const std::optional<Tensor>& bias, double eps),
+       (x, normalized_shape, weight, bias, eps), Tensor) {
   return fused_norm("layer_norm", x, normalized_shape, weight, bias, eps, false);
 }
 
-FLB_OP(rms_norm, (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-                std::optional<double> eps), (x, normalized_shape, weight, eps), Tensor) {
+FLB_OP(rms_norm,
+       (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+        std::optional<double> eps),
+       (x, normalized_shape, weight, eps), Tensor) {
   return fused_norm("rms_norm", x, normalized_shape, weight, {}, eps.value_or(machine_epsilon(x.dtype())), true);
 }
 

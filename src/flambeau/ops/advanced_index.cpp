@@ -103,7 +103,9 @@ FLB_OP(index, (const Tensor& self, const IndexList& indices), (self, indices), T
   return out;
 }
 
-FLB_OP(index_put_, (Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate), (self, indices, values, accumulate), Tensor&) {
+FLB_OP(index_put_,
+       (Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate),
+       (self, indices, values, accumulate), Tensor&) {
   if (autograd::needs_grad(self, values))
     return autograd::assign_out_of_place("index_put_", self, [&] { return index_put(self, indices, values, accumulate); });
   FLB_CHECK(values.impl()->wrapped_number || values.dtype() == self.dtype(), TypeError,
@@ -121,7 +123,9 @@ FLB_OP(index_put_, (Tensor& self, const IndexList& indices, const Tensor& values
   return self;
 }
 
-FLB_OP(index_put, (const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate), (self, indices, values, accumulate), Tensor) {
+FLB_OP(index_put,
+       (const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate),
+       (self, indices, values, accumulate), Tensor) {
   Tensor out;
   {
     autograd::NoGradGuard no_grad;

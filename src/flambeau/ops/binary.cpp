@@ -240,10 +240,18 @@ Tensor ternary_out(const char* name, const Tensor& a, const Tensor& b, const Ten
 
 }  // namespace
 
-FLB_OP(add, (const Tensor& a, const Tensor& b, Scalar alpha), (a, b, alpha), Tensor) { return binary("add", Bin::add, a, b, alpha, nullptr); }
-FLB_OP(sub, (const Tensor& a, const Tensor& b, Scalar alpha), (a, b, alpha), Tensor) { return binary("sub", Bin::sub, a, b, alpha, nullptr); }
-FLB_OP(add_, (Tensor& a, const Tensor& b, Scalar alpha), (a, b, alpha), Tensor&) { return binary("add_", Bin::add, a, b, alpha, &a), a; }
-FLB_OP(sub_, (Tensor& a, const Tensor& b, Scalar alpha), (a, b, alpha), Tensor&) { return binary("sub_", Bin::sub, a, b, alpha, &a), a; }
+FLB_OP(add,
+       (const Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor) { return binary("add", Bin::add, a, b, alpha, nullptr); }
+FLB_OP(sub,
+       (const Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor) { return binary("sub", Bin::sub, a, b, alpha, nullptr); }
+FLB_OP(add_,
+       (Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor&) { return binary("add_", Bin::add, a, b, alpha, &a), a; }
+FLB_OP(sub_,
+       (Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor&) { return binary("sub_", Bin::sub, a, b, alpha, &a), a; }
 FLB_OP(mul_, (Tensor& a, const Tensor& b), (a, b), Tensor&) { return binary("mul_", Bin::mul, a, b, 1, &a), a; }
 
 static Bin div_kind(const char* name, const std::string& mode) {
@@ -258,8 +266,10 @@ FLB_OP(div_, (Tensor& a, const Tensor& b, const std::string& mode), (a, b, mode)
   return binary("div_", div_kind("div_", mode), a, b, 1, &a), a;
 }
 
-#define FLB_DEFINE_BINARY(name) \
-  FLB_OP(name, (const Tensor& a, const Tensor& b), (a, b), Tensor) { return binary(#name, Bin::name, a, b, 1, nullptr); }
+#define FLB_DEFINE_BINARY(name)                                   \
+  FLB_OP(name, (const Tensor& a, const Tensor& b), (a, b), Tensor) { \
+    return binary(#name, Bin::name, a, b, 1, nullptr);              \
+  }
 #define FLB_DEFINE_BINARY_(name)                                                                 \
   FLB_OP(name##_, (Tensor& a, const Tensor& b), (a, b), Tensor&) {                              \
     return binary(#name "_", Bin::name, a, b, 1, &a), a;                                         \
@@ -285,7 +295,9 @@ FLB_OP(logical_xor, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   return logical("logical_xor", a, b, [](bool x, bool y) { return x != y; });
 }
 
-FLB_OP(addcmul, (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value), (self, t1, t2, value), Tensor) {
+FLB_OP(addcmul,
+       (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
   Tensor out = ternary_out("addcmul", self, t1, t2, dt);
   ops::ElemLoop L = ops::make_elem_loop(out, {self, t1, t2});
@@ -298,7 +310,9 @@ FLB_OP(addcmul, (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar 
   return out;
 }
 
-FLB_OP(addcdiv, (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value), (self, t1, t2, value), Tensor) {
+FLB_OP(addcdiv,
+       (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
   FLB_CHECK(is_floating(dt), TypeError, "[addcdiv] integer division with addcdiv is not supported (inputs ",
             dtype_name(t1.dtype()), " and ", dtype_name(t2.dtype()), ")");
@@ -342,11 +356,15 @@ Tensor& assign_inplace(const char* op, Tensor& self, bool grad, const F& compute
 }
 }  // namespace
 
-FLB_OP(addcmul_, (Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value), (self, t1, t2, value), Tensor&) {
+FLB_OP(addcmul_,
+       (Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor&) {
   return assign_inplace("addcmul_", self, autograd::needs_grad(self, t1, t2),
                         [&](const Tensor& s) { return addcmul(s, t1, t2, value); });
 }
-FLB_OP(addcdiv_, (Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value), (self, t1, t2, value), Tensor&) {
+FLB_OP(addcdiv_,
+       (Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor&) {
   return assign_inplace("addcdiv_", self, autograd::needs_grad(self, t1, t2),
                         [&](const Tensor& s) { return addcdiv(s, t1, t2, value); });
 }

@@ -18,10 +18,16 @@ FLB_OP(empty, (const Dims& shape, DType dtype, Device device), (shape, dtype, de
   return make_tensor(Storage::allocate(checked_nbytes(shape, itemsize(dtype), "empty"), device), dtype, shape);
 }
 
-FLB_OP(zeros, (const Dims& shape, DType dtype, Device device), (shape, dtype, device), Tensor) { return empty(shape, dtype, device).fill_(0); }
-FLB_OP(ones, (const Dims& shape, DType dtype, Device device), (shape, dtype, device), Tensor) { return empty(shape, dtype, device).fill_(1); }
+FLB_OP(zeros,
+       (const Dims& shape, DType dtype, Device device),
+       (shape, dtype, device), Tensor) { return empty(shape, dtype, device).fill_(0); }
+FLB_OP(ones,
+       (const Dims& shape, DType dtype, Device device),
+       (shape, dtype, device), Tensor) { return empty(shape, dtype, device).fill_(1); }
 
-FLB_OP(full, (const Dims& shape, Scalar value, std::optional<DType> dtype, Device device), (shape, value, dtype, device), Tensor) {
+FLB_OP(full,
+       (const Dims& shape, Scalar value, std::optional<DType> dtype, Device device),
+       (shape, value, dtype, device), Tensor) {
   return empty(shape, dtype.value_or(scalar_default_dtype(value)), device).fill_(value);
 }
 
@@ -35,7 +41,9 @@ FLB_OP(scalar_tensor, (Scalar value, std::optional<DType> dtype), (value, dtype)
 
 FLB_OP(arange, (Scalar end, std::optional<DType> dtype), (end, dtype), Tensor) { return arange(0, end, 1, dtype); }
 
-FLB_OP(arange, (Scalar start, Scalar end, Scalar step, std::optional<DType> dtype), (start, end, step, dtype), Tensor) {
+FLB_OP(arange,
+       (Scalar start, Scalar end, Scalar step, std::optional<DType> dtype),
+       (start, end, step, dtype), Tensor) {
   const bool any_float = start.is_floating() || end.is_floating() || step.is_floating();
   const DType dt = dtype.value_or(any_float ? kDefaultFloat : kInt64);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
@@ -101,8 +109,12 @@ FLB_OP(eye, (int64_t n, int64_t m, DType dtype), (n, m, dtype), Tensor) {
 FLB_OP(empty_like, (const Tensor& t, std::optional<DType> dtype), (t, dtype), Tensor) {
   return empty(t.sizes(), dtype.value_or(t.dtype()), t.device());
 }
-FLB_OP(zeros_like, (const Tensor& t, std::optional<DType> dtype), (t, dtype), Tensor) { return empty_like(t, dtype).fill_(0); }
-FLB_OP(ones_like, (const Tensor& t, std::optional<DType> dtype), (t, dtype), Tensor) { return empty_like(t, dtype).fill_(1); }
+FLB_OP(zeros_like,
+       (const Tensor& t, std::optional<DType> dtype),
+       (t, dtype), Tensor) { return empty_like(t, dtype).fill_(0); }
+FLB_OP(ones_like,
+       (const Tensor& t, std::optional<DType> dtype),
+       (t, dtype), Tensor) { return empty_like(t, dtype).fill_(1); }
 FLB_OP(full_like, (const Tensor& t, Scalar value, std::optional<DType> dtype), (t, value, dtype), Tensor) {
   return empty_like(t, dtype).fill_(value);
 }

@@ -225,31 +225,41 @@ FLB_OP(gather, (const Tensor& self, int64_t dim, const Tensor& index), (self, di
 
 // The in-place forms on tensors that need grad compute the result out of place and give it
 // to self (autograd::assign_with_grad); otherwise they write self directly.
-FLB_OP(scatter_, (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src), (self, dim, index, src), Tensor&) {
+FLB_OP(scatter_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor&) {
   if (autograd::needs_grad(self, src))
     return autograd::assign_out_of_place("scatter_", self, [&] { return scatter(self, dim, index, src); });
   return scatter_impl("scatter", self, dim, index, src, Reduce::Assign);
 }
-FLB_OP(scatter, (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src), (self, dim, index, src), Tensor) {
+FLB_OP(scatter,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter", o, dim, index, src, Reduce::Assign); });
   autograd::record_scatter("ScatterBackward", self, dim, index, src, false, out);
   return out;
 }
-FLB_OP(scatter_add_, (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src), (self, dim, index, src), Tensor&) {
+FLB_OP(scatter_add_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor&) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
   if (autograd::needs_grad(self, src))
     return autograd::assign_out_of_place("scatter_add_", self, [&] { return scatter_add(self, dim, index, src); });
   return scatter_impl("scatter_add", self, dim, index, src, Reduce::Sum);
 }
-FLB_OP(scatter_add, (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src), (self, dim, index, src), Tensor) {
+FLB_OP(scatter_add,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter_add", o, dim, index, src, Reduce::Sum); });
   autograd::record_scatter("ScatterAddBackward", self, dim, index, src, true, out);
   return out;
 }
 
-FLB_OP(scatter_reduce_, (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-                        bool include_self), (self, dim, index, src, reduce, include_self), Tensor&) {
+FLB_OP(scatter_reduce_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+        bool include_self),
+       (self, dim, index, src, reduce, include_self), Tensor&) {
   if (autograd::needs_grad(self, src))  // on a clone: the backward keeps self's old values
     return autograd::inplace_with_grad("scatter_reduce_", self, [&](const Tensor& s) {
       return scatter_reduce(s, dim, index, src, reduce, include_self);
@@ -287,8 +297,10 @@ FLB_OP(scatter_reduce_, (Tensor& self, int64_t dim, const Tensor& index, const T
   }
   return self;
 }
-FLB_OP(scatter_reduce, (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-                      bool include_self), (self, dim, index, src, reduce, include_self), Tensor) {
+FLB_OP(scatter_reduce,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+        bool include_self),
+       (self, dim, index, src, reduce, include_self), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_reduce_(o, dim, index, src, reduce, include_self); });
   autograd::record_scatter_reduce(self, dim, index, src, reduce, include_self, out);
   return out;
@@ -313,28 +325,38 @@ FLB_OP(index_select, (const Tensor& self, int64_t dim, const Tensor& index), (se
   return out;
 }
 
-FLB_OP(index_add_, (Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha), (self, dim, index, source, alpha), Tensor&) {
+FLB_OP(index_add_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha),
+       (self, dim, index, source, alpha), Tensor&) {
   if (autograd::needs_grad(self, source))
     return autograd::assign_out_of_place("index_add_", self, [&] { return index_add(self, dim, index, source, alpha); });
   return index_scatter("index_add", self, dim, index, source, Reduce::Sum, alpha);
 }
-FLB_OP(index_add, (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha), (self, dim, index, source, alpha), Tensor) {
+FLB_OP(index_add,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha),
+       (self, dim, index, source, alpha), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_add", o, dim, index, source, Reduce::Sum, alpha); });
   autograd::record_index_add(self, dim, index, source, alpha, out);
   return out;
 }
-FLB_OP(index_copy_, (Tensor& self, int64_t dim, const Tensor& index, const Tensor& source), (self, dim, index, source), Tensor&) {
+FLB_OP(index_copy_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& source),
+       (self, dim, index, source), Tensor&) {
   if (autograd::needs_grad(self, source))
     return autograd::assign_out_of_place("index_copy_", self, [&] { return index_copy(self, dim, index, source); });
   return index_scatter("index_copy", self, dim, index, source, Reduce::Assign, 1);
 }
-FLB_OP(index_copy, (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source), (self, dim, index, source), Tensor) {
+FLB_OP(index_copy,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source),
+       (self, dim, index, source), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_copy", o, dim, index, source, Reduce::Assign, 1); });
   autograd::record_index_copy(self, dim, index, source, out);
   return out;
 }
 
-FLB_OP(index_fill_, (Tensor& self, int64_t dim, const Tensor& index, const Tensor& value), (self, dim, index, value), Tensor&) {
+FLB_OP(index_fill_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& value),
+       (self, dim, index, value), Tensor&) {
   if (autograd::needs_grad(self, value))
     return autograd::assign_out_of_place("index_fill_", self, [&] { return index_fill(self, dim, index, value); });
   FLB_CHECK(value.dim() == 0, ValueError, "[index_fill] value must be a number or a 0-dim tensor, got shape ",
@@ -346,7 +368,9 @@ FLB_OP(index_fill_, (Tensor& self, int64_t dim, const Tensor& index, const Tenso
   scatter_kernel(self1, c.dim, spread_index(c.index, shape, c.dim), nullptr, value.item(), Reduce::Assign);
   return self;
 }
-FLB_OP(index_fill, (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value), (self, dim, index, value), Tensor) {
+FLB_OP(index_fill,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value),
+       (self, dim, index, value), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_fill_(o, dim, index, value); });
   autograd::record_index_fill(self, dim, index, value, out);
   return out;
@@ -384,7 +408,9 @@ FLB_OP(one_hot, (const Tensor& t, int64_t num_classes), (t, num_classes), Tensor
   return scatter_(out, -1, t.unsqueeze(-1), 1);
 }
 
-FLB_OP(embedding, (const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx), (weight, indices, padding_idx), Tensor) {
+FLB_OP(embedding,
+       (const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx),
+       (weight, indices, padding_idx), Tensor) {
   FLB_CHECK(weight.dim() == 2, ValueError, "[embedding] weight must be 2-D, got shape ", shape_str(weight.sizes()));
   if (padding_idx)
     FLB_CHECK(*padding_idx >= -weight.size(0) && *padding_idx < weight.size(0), ValueError,
@@ -404,8 +430,10 @@ FLB_OP(embedding, (const Tensor& weight, const Tensor& indices, std::optional<in
   return out;
 }
 
-FLB_OP(embedding_dense_backward, (const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
-                                std::optional<int64_t> padding_idx, bool scale_grad_by_freq), (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), Tensor) {
+FLB_OP(embedding_dense_backward,
+       (const Tensor& grad_output, const Tensor& indices, int64_t num_weights, std::optional<int64_t> padding_idx,
+        bool scale_grad_by_freq),
+       (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), Tensor) {
   const int64_t dim = grad_output.dim() > 0 ? grad_output.size(-1) : 0;
   FLB_CHECK(grad_output.dim() == indices.dim() + 1 && grad_output.numel() == indices.numel() * dim, ValueError,
             "[embedding_backward] grad_output ", shape_str(grad_output.sizes()), " does not match indices ",

@@ -71,7 +71,9 @@ FLB_OP(split, (const Tensor& t, int64_t split_size, int64_t dim), (t, split_size
   return out;
 }
 
-FLB_OP(split, (const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim), (t, sizes, dim), std::vector<Tensor>) {
+FLB_OP(split,
+       (const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim),
+       (t, sizes, dim), std::vector<Tensor>) {
   FLB_CHECK(t.dim() > 0, ValueError, "[split] expected at least a 1-dimensional tensor");
   dim = wrap_dim(dim, t.dim(), "split");
   int64_t total = 0;

@@ -122,7 +122,9 @@ FLB_OP(mm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   return out;
 }
 
-FLB_OP(addmm, (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha), (self, a, b, beta, alpha), Tensor) {
+FLB_OP(addmm,
+       (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha),
+       (self, a, b, beta, alpha), Tensor) {
   FLB_AUTOCAST(lower, addmm, self, a, b, beta, alpha);
   check_mm("addmm", a, b);
   check_same_dtype("addmm", self, a);
@@ -163,7 +165,9 @@ FLB_OP(bmm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   return out;
 }
 
-FLB_OP(baddbmm, (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha), (self, a, b, beta, alpha), Tensor) {
+FLB_OP(baddbmm,
+       (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha),
+       (self, a, b, beta, alpha), Tensor) {
   FLB_AUTOCAST(lower, baddbmm, self, a, b, beta, alpha);
   Tensor prod = bmm(a, b);
   check_same_dtype("baddbmm", self, a);

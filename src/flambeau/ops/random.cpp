@@ -201,7 +201,9 @@ FLB_OP(randn, (const Dims& shape, DType dtype, std::optional<Generator> gen), (s
   return normal_(t, 0, 1, std::move(gen));
 }
 
-FLB_OP(randint, (int64_t low, int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen), (low, high, shape, dtype, gen), Tensor) {
+FLB_OP(randint,
+       (int64_t low, int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen),
+       (low, high, shape, dtype, gen), Tensor) {
   FLB_CHECK(low < high, ValueError, "[randint] random_ expects 'from' to be less than 'to', but got from=", low,
             " >= to=", high);
   const uint64_t range = uint64_t(high) - uint64_t(low);
@@ -220,7 +222,9 @@ FLB_OP(randint, (int64_t low, int64_t high, const Dims& shape, DType dtype, std:
   return out.to(dtype);
 }
 
-FLB_OP(randint, (int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen), (high, shape, dtype, gen), Tensor) {
+FLB_OP(randint,
+       (int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen),
+       (high, shape, dtype, gen), Tensor) {
   return randint(0, high, shape, dtype, std::move(gen));
 }
 
@@ -236,7 +240,9 @@ FLB_OP(randperm, (int64_t n, DType dtype, std::optional<Generator> gen), (n, dty
   return out.to(dtype);
 }
 
-FLB_OP(multinomial, (const Tensor& probs, int64_t num_samples, bool replacement, std::optional<Generator> gen), (probs, num_samples, replacement, gen), Tensor) {
+FLB_OP(multinomial,
+       (const Tensor& probs, int64_t num_samples, bool replacement, std::optional<Generator> gen),
+       (probs, num_samples, replacement, gen), Tensor) {
   FLB_CHECK(probs.dim() == 1 || probs.dim() == 2, ValueError, "[multinomial] prob_dist must be 1 or 2 dim, got shape ",
             shape_str(probs.sizes()));
   FLB_CHECK(is_floating(probs.dtype()), TypeError, "[multinomial] only supports floating-point dtypes for input, got ",

@@ -270,14 +270,18 @@ std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t d
 
 }  // namespace
 
-FLB_OP(sum, (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype), (t, dims, keepdim, dtype), Tensor) {
+FLB_OP(sum,
+       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+       (t, dims, keepdim, dtype), Tensor) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
   autograd::record_sum(t, dims, 1.0, out);
   return out;
 }
 
-FLB_OP(prod, (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype), (t, dims, keepdim, dtype), Tensor) {
+FLB_OP(prod,
+       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+       (t, dims, keepdim, dtype), Tensor) {
   FLB_AUTOCAST(fp32, prod, t, dims, keepdim, dtype);
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
@@ -285,7 +289,9 @@ FLB_OP(prod, (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DTy
   return out;
 }
 
-FLB_OP(mean, (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype), (t, dims, keepdim, dtype), Tensor) {
+FLB_OP(mean,
+       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+       (t, dims, keepdim, dtype), Tensor) {
   const DType dt = dtype.value_or(t.dtype());
   FLB_CHECK(is_floating(dt), TypeError, "[mean] could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
             dtype_name(dt));
@@ -374,14 +380,18 @@ Tensor float_input(const char* op, const Tensor& t) {
 }
 }  // namespace
 
-FLB_OP(var, (const Tensor& t, const Dims& dims, double correction, bool keepdim), (t, dims, correction, keepdim), Tensor) {
+FLB_OP(var,
+       (const Tensor& t, const Dims& dims, double correction, bool keepdim),
+       (t, dims, correction, keepdim), Tensor) {
   const Tensor x = float_input("var", t);
   const Tensor d = sub(x, mean(x, dims, true));
   const double n = double(reduced_count(t, dims));
   return div(sum(mul(d, d), dims, keepdim), std::max(0.0, n - correction)).to(t.dtype());
 }
 
-FLB_OP(std, (const Tensor& t, const Dims& dims, double correction, bool keepdim), (t, dims, correction, keepdim), Tensor) {
+FLB_OP(std,
+       (const Tensor& t, const Dims& dims, double correction, bool keepdim),
+       (t, dims, correction, keepdim), Tensor) {
   return sqrt(var(float_input("std", t), dims, correction, keepdim)).to(t.dtype());
 }
 

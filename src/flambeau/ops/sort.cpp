@@ -90,7 +90,9 @@ std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, 
 
 }  // namespace
 
-FLB_OP(sort, (const Tensor& t, int64_t dim, bool descending, bool stable), (t, dim, descending, stable), std::pair<Tensor, Tensor>) {
+FLB_OP(sort,
+       (const Tensor& t, int64_t dim, bool descending, bool stable),
+       (t, dim, descending, stable), std::pair<Tensor, Tensor>) {
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), "sort");
   // Always stable: radix sort (stable by construction), std::stable_sort for short rows.
@@ -105,11 +107,15 @@ FLB_OP(sort, (const Tensor& t, int64_t dim, bool descending, bool stable), (t, d
   return r;
 }
 
-FLB_OP(argsort, (const Tensor& t, int64_t dim, bool descending, bool stable), (t, dim, descending, stable), Tensor) {
+FLB_OP(argsort,
+       (const Tensor& t, int64_t dim, bool descending, bool stable),
+       (t, dim, descending, stable), Tensor) {
   return sort(t, dim, descending, stable).second;
 }
 
-FLB_OP(topk, (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted), (t, k, dim, largest, sorted), std::pair<Tensor, Tensor>) {
+FLB_OP(topk,
+       (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted),
+       (t, k, dim, largest, sorted), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 0 && k <= n, IndexError, "[topk] k (", k, ") is out of range for dimension ", d, " with size ", n);
@@ -157,7 +163,9 @@ FLB_OP(topk, (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted
   return r;
 }
 
-FLB_OP(kthvalue, (const Tensor& t, int64_t k, int64_t dim, bool keepdim), (t, k, dim, keepdim), std::pair<Tensor, Tensor>) {
+FLB_OP(kthvalue,
+       (const Tensor& t, int64_t k, int64_t dim, bool keepdim),
+       (t, k, dim, keepdim), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "kthvalue");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 1 && k <= n, IndexError, "[kthvalue] selected number k (", k, ") out of range for dimension ", d,
@@ -176,7 +184,9 @@ FLB_OP(kthvalue, (const Tensor& t, int64_t k, int64_t dim, bool keepdim), (t, k,
   return {kv, ki};
 }
 
-FLB_OP(unique, (const Tensor& t, bool sorted, bool return_inverse, bool return_counts), (t, sorted, return_inverse, return_counts), std::tuple<Tensor, Tensor, Tensor>) {
+FLB_OP(unique,
+       (const Tensor& t, bool sorted, bool return_inverse, bool return_counts),
+       (t, sorted, return_inverse, return_counts), std::tuple<Tensor, Tensor, Tensor>) {
   (void)sorted;  // results always come sorted, as PyTorch's CPU unique does
   auto [v, order] = sort(t.reshape({-1}), 0);
   const int64_t n = v.numel();
@@ -206,7 +216,9 @@ FLB_OP(unique, (const Tensor& t, bool sorted, bool return_inverse, bool return_c
   return {values, inverse, count_t};
 }
 
-FLB_OP(searchsorted, (const Tensor& sorted_sequence, const Tensor& values, bool right), (sorted_sequence, values, right), Tensor) {
+FLB_OP(searchsorted,
+       (const Tensor& sorted_sequence, const Tensor& values, bool right),
+       (sorted_sequence, values, right), Tensor) {
   const Tensor& seq = sorted_sequence;
   FLB_CHECK(seq.dim() >= 1, ValueError, "[searchsorted] the sorted sequence must have at least one dimension");
   const bool one_d = seq.dim() == 1;

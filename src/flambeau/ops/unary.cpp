@@ -91,12 +91,14 @@ Tensor predicate(const Tensor& t, const F& f) {
 }  // namespace
 
 #define FLB_DEFINE_UNARY(name, kind)                                                                  \
-  FLB_OP(name, (const Tensor& t), (t), Tensor) { return unary(#name, UnaryOp::name, UnaryKind::kind, t, nullptr); } \
+  FLB_OP(name, (const Tensor& t), (t), Tensor) {                                                      \
+    return unary(#name, UnaryOp::name, UnaryKind::kind, t, nullptr);                                  \
+  }                                                                                                   \
   FLB_OP(name##_, (Tensor& t), (t), Tensor&) {                                                        \
     unary(#name "_", UnaryOp::name, UnaryKind::kind, t, &t);                                          \
     return t;                                                                                         \
   }                                                                                                   \
-  Tensor Tensor::name() const { return flambeau::name(*this); }                       \
+  Tensor Tensor::name() const { return flambeau::name(*this); }                                      \
   Tensor& Tensor::name##_() { return flambeau::name##_(*this); }
 FLB_UNARY_OPS(FLB_DEFINE_UNARY)
 #undef FLB_DEFINE_UNARY
