@@ -52,8 +52,8 @@ void help() {
 
 // A command-line mistake: the message, the usage line, exit status 2.
 int usage_error(const std::string& message) {
-  std::fprintf(stderr, "flambeau-gpt: %s\n%s(flambeau-gpt --help lists the commands and settings)\n",
-               message.c_str(), kUsage);
+  std::fprintf(stderr, "flambeau-gpt: %s\n%s(flambeau-gpt --help lists the commands and settings)\n", message.c_str(),
+               kUsage);
   return 2;
 }
 

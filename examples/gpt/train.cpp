@@ -48,11 +48,12 @@ optim::AdamW make_optimizer(const Config& c, Gpt& model) {
 struct ValLoss {
   double loss = 0;
   int64_t batches = 0, of = 0, tokens = 0;  // batches used, full batches in the split, bytes scored
-  std::string what() const {  // what the loss covers
+  // What the loss covers.
+  std::string what() const {
     char s[128];
     if (batches < of)
-      std::snprintf(s, sizeof s, "first %lld of %lld validation batches, %lld bytes", (long long)batches,
-                    (long long)of, (long long)tokens);
+      std::snprintf(s, sizeof s, "first %lld of %lld validation batches, %lld bytes", (long long)batches, (long long)of,
+                    (long long)tokens);
     else
       std::snprintf(s, sizeof s, "whole validation split, %lld batches, %lld bytes", (long long)batches,
                     (long long)tokens);
@@ -143,9 +144,8 @@ void train(const Config& c, const std::string& resume_from) {
   progress.finish();
   const ValLoss periodic = validation_cover(corpus.val, c, c.eval_batches);
   write_loss_svg(plot, log.records(), unigram,
-                 periodic.batches < periodic.of
-                     ? "validation (first " + std::to_string(periodic.batches) + " batches)"
-                     : "validation (whole split)");
+                 periodic.batches < periodic.of ? "validation (first " + std::to_string(periodic.batches) + " batches)"
+                                                : "validation (whole split)");
   const ValLoss val = validation_loss(*model, corpus.val, c, 0);
   std::printf("final val loss %.4f nats/byte (%s; byte-unigram entropy %.4f); checkpoint %s; plot %s\n", val.loss,
               val.what().c_str(), unigram, ckpt.c_str(), plot.c_str());
