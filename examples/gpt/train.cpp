@@ -55,8 +55,8 @@ struct ValLoss {
       std::snprintf(s, sizeof s, "first %lld of %lld validation batches, %lld bytes", (long long)batches, (long long)of,
                     (long long)tokens);
     else
-      std::snprintf(s, sizeof s, "whole validation split, %lld batches, %lld bytes", (long long)batches,
-                    (long long)tokens);
+      std::snprintf(s, sizeof s, "whole validation split, %lld batch%s, %lld bytes", (long long)batches,
+                    batches == 1 ? "" : "es", (long long)tokens);
     return s;
   }
 };
