@@ -1,11 +1,15 @@
-// flambeau-gpt: settings round trip, the fortunes loader and batches, the schedule, the
-// document mask (packed documents give what each gives alone), and resume: N steps, a
-// checkpoint, M more (on another thread count) equal N + M uninterrupted steps bitwise.
+// flambeau-gpt: settings round trip and --help, the fortunes loader and batches, the schedule,
+// the loss plot's smoothing, the document mask (packed documents give what each gives alone),
+// and resume: N steps, a checkpoint, M more (on another thread count) equal N + M
+// uninterrupted steps bitwise.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
@@ -15,6 +19,7 @@
 #include "gpt/data.h"
 #include "gpt/gpt.h"
 #include "gpt/model.h"
+#include "gpt/report.h"
 #include "test_util.h"
 
 using namespace flambeau;
@@ -228,4 +233,45 @@ TEST(Gpt, OpHookSeesTheStepsUserLevelOps) {
                          "_fused_adamw_"})
     want.emplace_back(op);
   EXPECT_EQ(seen, want);
+  fs::remove_all(data);
+}
+
+TEST(Gpt, HelpListsEverySettingWithItsDefault) {
+  const std::string help = gpt::settings_help();
+  const gpt::Config defaults;
+  std::vector<std::string> names = {"stop_at", "prompt"};  // not in to_text
+  std::istringstream text(gpt::to_text(defaults));
+  for (std::string line; std::getline(text, line);) names.push_back(line.substr(0, line.find(' ')));
+  for (const std::string& name : names) {
+    const std::string value = gpt::get_option(defaults, name);
+    EXPECT_NE(help.find("  --" + name + " " + (value.empty() ? "\"\"" : value) + " "), std::string::npos) << name;
+    EXPECT_TRUE(gpt::is_setting(name)) << name;
+  }
+  EXPECT_EQ(std::count(help.begin(), help.end(), '\n'), std::ptrdiff_t(names.size()));
+  EXPECT_FALSE(gpt::is_setting("nope"));
+}
+
+TEST(Gpt, SmoothedLossIsBiasCorrected) {
+  const double b = 0.9;
+  // A constant comes out unchanged from the first point on (no pull toward 0 or a start).
+  for (double v : gpt::smooth_ema({2.5, 2.5, 2.5, 2.5}, b)) EXPECT_NEAR(v, 2.5, 1e-12);
+  // By hand: m_t = b m_(t-1) + (1 - b) x_t from 0, divided by 1 - b^t.
+  const std::vector<double> x = {4, 2, 1};
+  const std::vector<double> s = gpt::smooth_ema(x, b);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_NEAR(s[0], 4, 1e-12);
+  EXPECT_NEAR(s[1], (b * 4 + 2) / (1 + b), 1e-12);
+  EXPECT_NEAR(s[2], (b * b * 4 + b * 2 + 1) / (1 + b + b * b), 1e-12);
+  // A falling curve: the corrected average follows it faster than one started at x_0
+  // (the old plot's m_0 = x_0), while staying above it.
+  std::vector<double> fall;
+  for (int i = 0; i < 50; ++i) fall.push_back(5.5 * std::exp(-0.05 * i) + 1.5);
+  const std::vector<double> corrected = gpt::smooth_ema(fall, 0.95);
+  double started = fall[0];
+  for (size_t i = 1; i < fall.size(); ++i) {
+    started = 0.95 * started + 0.05 * fall[i];
+    EXPECT_LT(corrected[i], started) << i;
+    EXPECT_GT(corrected[i], fall[i]) << i;
+  }
+  EXPECT_TRUE(gpt::smooth_ema({}, b).empty());
 }
