@@ -98,7 +98,7 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   Tensor out = empty(sizes(), dtype(), device());
   copy_values(out, *this);
-  autograd::record_identity("CloneBackward", *this, out);
+  autograd::record_identity("CloneBackward0", *this, out);
   return out;
 }
 
@@ -106,7 +106,7 @@ Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = empty(sizes(), dt, device());
   copy_values(out, *this);
-  autograd::record_identity("ToCopyBackward", *this, out);
+  autograd::record_identity("ToCopyBackward0", *this, out);
   return out;
 }
 

@@ -117,7 +117,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
     if (a.size(1) == 0) out.fill_(0);
     else gemm(a, b, out, 1, 0);
   }
-  autograd::record_mm("MmBackward", a, b, out);
+  autograd::record_mm("MmBackward0", a, b, out);
   return out;
 }
 
@@ -158,7 +158,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
       gemm(a.select(0, i), b.select(0, i), o, 1, 0);
     }
   }
-  autograd::record_mm("BmmBackward", a, b, out);
+  autograd::record_mm("BmmBackward0", a, b, out);
   return out;
 }
 
@@ -180,7 +180,13 @@ Tensor dot(const Tensor& a, const Tensor& b) {
             " elements respectively");
   // Through the deterministic reduction (not BLAS sdot, whose split depends on threads).
   const DType acc = is_reduced_float(a.dtype()) ? kFloat32 : a.dtype();
-  return sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
+  }
+  autograd::record_dot(a, b, out);
+  return out;
 }
 
 Tensor outer(const Tensor& a, const Tensor& b) {

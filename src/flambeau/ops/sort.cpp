@@ -100,7 +100,7 @@ std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bo
     else sorted = kernels::radix_sort(buf, buf + n, n);
     store_sorted(sorted, n, row, vo, io);
   });
-  autograd::record_pick("SortBackward", t, dim, r.second, true, r.first);
+  autograd::record_pick("SortBackward0", t, dim, r.second, true, r.first);
   return r;
 }
 
@@ -152,7 +152,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
     std::sort(buf, buf + k, before<K>);
     store_sorted(buf, k, row, vo, io);
   });
-  autograd::record_pick("TopkBackward", t, d, r.second, true, r.first);
+  autograd::record_pick("TopkBackward0", t, d, r.second, true, r.first);
   return r;
 }
 
@@ -171,7 +171,7 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool
     autograd::NoGradGuard no_grad;
     if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
   }
-  autograd::record_pick("KthvalueBackward", t, d, ki, keepdim, kv);
+  autograd::record_pick("KthvalueBackward0", t, d, ki, keepdim, kv);
   return {kv, ki};
 }
 
