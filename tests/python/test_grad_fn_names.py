@@ -104,17 +104,20 @@ DIFFERENT = {
     "floor_divide": "torch records a NotImplemented node (no derivative); flambeau: DivBackward2 (zero gradient)",
     "matmul_2d_1d": "flambeau runs mm and squeezes (SqueezeBackward1); torch has a matrix-vector op (MvBackward0)",
     "matmul_3d_2d": "flambeau folds into mm and views the result (ViewBackward0); torch: UnsafeViewBackward0",
-    "matmul": "the 3-D sample folds into mm (see matmul_3d_2d); torch: UnsafeViewBackward0",
     "matmul_broadcast": "as matmul_3d_2d", "matmul_vec": "as matmul_2d_1d",
     "stack": "flambeau's stack is cat of unsqueezed views (CatBackward0); torch: StackBackward0",
     "split": "flambeau's split returns narrow views (SliceBackward0); torch: one SplitBackward0",
     "chunk": "as split",
     "baddbmm": "flambeau composes bmm, mul and add (AddBackward0); torch: BaddbmmBackward0",
-    "bernoulli_": "flambeau draws into a new tensor (BernoulliBackward0 of a float p); torch: BernoulliBackward2",
-    "copy_": "flambeau passes the gradient through a ToCopyBackward0 of the source; torch: one CopyBackwards",
     "rms_norm": "fused in flambeau (FusedRmsNormBackward0); torch 2.13 composes it on CPU (MulBackward0)",
     "cross_entropy": "fused in flambeau (CrossEntropyLossBackward0); torch: log_softmax then NllLossBackward0",
     "nll_loss": "flambeau composes gather and mean; torch: NllLossBackward0",
+    "sort_values": "the entry calls torch with stable=True (SortBackward1), flambeau (always stable) without",
+    "zero_": "flambeau's zero_ is fill_(0) (FillBackward2); torch: ZeroBackward0",
+    "binary_cross_entropy_with_logits": "flambeau composes it (MeanBackward0); torch: one node",
+    "linear_cross_entropy": "fused in flambeau (LinearCrossEntropyBackward0); torch 2.13 composes it (NllLossBackward0)",
+    "scaled_dot_product_attention": "3-D q, k, v: torch views them as 4-D around its kernel (UnsafeViewBackward0); "
+                                    "flambeau's kernel takes them as they are (4-D: same name, see sdpa)",
     "mse_loss": "flambeau composes sub, mul and mean; torch: MseLossBackward0",
 }
 

@@ -2,6 +2,8 @@
 // and self takes the result's history. When self is a view, the tensor that owns the
 // memory (its base) gets a CopySlices node instead: the base's gradient outside the
 // view goes to the base's previous history, inside it to the result.
+#include <string_view>
+
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
@@ -105,8 +107,9 @@ Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& value) {
     return self;
   }
   if (!requires_grad(result)) {  // overwritten by constants: self stays in the graph, with zero gradient
+    // (PyTorch's FillBackward2 for fill_, CopyBackwards for copy_)
     const Tensor old = self;
-    record_zero_grad("CopyBackwards", old, self);  // copy_ of constants
+    record_zero_grad(std::string_view(name) == "fill_" ? "FillBackward2" : "CopyBackwards", old, self);
     return self;
   }
   AutogradMeta& m = meta_of(self);

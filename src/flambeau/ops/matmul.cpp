@@ -232,6 +232,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias)
   FLB_CHECK(weight.dim() == 2, ValueError, "[linear] weight must be 2-D, got shape ", shape_str(weight.sizes()));
   FLB_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError, "[linear] input of shape ", shape_str(x.sizes()),
             " cannot be multiplied by weight of shape ", shape_str(weight.sizes()));
+  if (x.dim() == 2) return bias ? addmm(*bias, x, weight.t()) : mm(x, weight.t());  // no views around it
   Dims shape(x.sizes().begin(), x.sizes().size() - 1);
   shape.push_back(weight.size(0));
   const Tensor x2 = x.reshape({numel_of(Dims(x.sizes().begin(), x.sizes().size() - 1)), x.size(-1)});

@@ -89,7 +89,7 @@ std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, 
 
 }  // namespace
 
-std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
+std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bool stable) {
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), "sort");
   // Always stable: radix sort (stable by construction), std::stable_sort for short rows.
@@ -100,7 +100,8 @@ std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bo
     else sorted = kernels::radix_sort(buf, buf + n, n);
     store_sorted(sorted, n, row, vo, io);
   });
-  autograd::record_pick("SortBackward0", t, dim, r.second, true, r.first);
+  // PyTorch names sort(stable=True) (its sort.stable overload) SortBackward1.
+  autograd::record_pick(stable ? "SortBackward1" : "SortBackward0", t, dim, r.second, true, r.first);
   return r;
 }
 
