@@ -24,8 +24,8 @@ The result is compared with the rule's float64 value rounded to the dtype: infin
 NaN exactly, finite values within the op's tolerance. Tolerances are the dtype's defaults (a
 few units of roundoff) where the op's condition number |x f'(x) / f(x)| stays small on the
 sampled range; tan is sampled on [-1.4, 1.4], where it is below 2.8 / sin(2.8) < 9, away
-from its poles at +-pi/2. Reductions, scans and sorts follow the
-rules of test_reduction_edge_rules.
+from its poles at +-pi/2. Reductions, scans and sorts follow the rules of
+test_reduction_edge_rules.
 
 Floating reductions (sum, mean, prod, var, norm, logsumexp, softmax, cumsum, ...) in
 float32/float64 are checked against a float64 reference with a bound derived from the
