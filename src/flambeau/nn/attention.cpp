@@ -245,7 +245,7 @@ FLB_OP(scaled_dot_product_attention,
   Dims out_shape(q.sizes().begin(), q.sizes().size() - 1);
   out_shape.push_back(p.Ev);
   Tensor result = out.reshape(out_shape);
-  autograd::record("ScaledDotProductAttentionBackward", {&result}, {&q, &k, &v}, {qb, kb, vb, out, lse},
+  autograd::record("ScaledDotProductFlashAttentionForCpuBackward0", {&result}, {&q, &k, &v}, {qb, kb, vb, out, lse},
                    [p, qs = q.sizes(), ks = k.sizes(), vs = v.sizes()](const std::vector<Tensor>& g,
                                                                          const std::vector<Tensor>& s) {
                      const Tensor dout = g[0].reshape({p.B, p.Hq, p.L, p.Ev}).contiguous();

@@ -107,7 +107,7 @@ FLB_OP(flex_attention,
   std::vector<Tensor*> outputs{&result};
   if (return_lse) outputs.push_back(&lse_out);  // differentiable too
   autograd::record_many(
-      "FlexAttentionBackward", outputs, inputs, {qf, kf, vf, out.detach(), stats},
+      "FlexAttentionBackward0", outputs, inputs, {qf, kf, vf, out.detach(), stats},
       [bm, score_mod, sc, n_cap = captured.size(), needs = [&] {
          std::vector<bool> r;
          for (const Tensor& c : captured) r.push_back(c.requires_grad());

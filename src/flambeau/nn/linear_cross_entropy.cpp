@@ -156,7 +156,7 @@ FLB_OP(linear_cross_entropy,
     detail::LceArgs opts = args;
     opts.x = opts.w = opts.bias = opts.target = opts.probs = opts.class_weight = Tensor();
     autograd::record(
-        "LinearCrossEntropyBackward", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
+        "LinearCrossEntropyBackward0", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
         {args.x, args.w, args.bias, args.target, args.probs, args.class_weight},
         [opts, row_scales, n = p.N, ct, x_shape](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
           detail::LceArgs a = opts;
@@ -189,7 +189,7 @@ FLB_OP(linear_cross_entropy,
   const Tensor gx = finish(r.grad_x, x_shape), gw = finish(r.grad_w, linear_weight.sizes());
   const Tensor gb = linear_bias ? finish(r.grad_b, linear_bias->sizes()) : Tensor();
   r = {};
-  autograd::record("LinearCrossEntropyBackward", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
+  autograd::record("LinearCrossEntropyBackward0", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
                    {gx, gw, gb}, [](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
                      const Tensor& g = grads[0];
                      // Note: with an upstream gradient of exactly 1 the saved buffers are

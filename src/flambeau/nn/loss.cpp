@@ -174,7 +174,7 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
   const bool mean = reduction == "mean", none = reduction == "none";
   Tensor out = none ? rows.reshape(c.out_shape) : scalar_tensor(mean ? total / den : total, x.dtype());
   autograd::record(
-      "CrossEntropyBackward", {&out}, {&input}, {x, maxes, logsums},
+      "CrossEntropyLossBackward0", {&out}, {&input}, {x, maxes, logsums},
       [N, C, W, s, den, mean, none, grain, w, safe = c.safe, valid = c.valid](const std::vector<Tensor>& grads,
                                                                         const std::vector<Tensor>& saved) {
         const Tensor g = grads[0].to(saved[0].dtype()).contiguous();

@@ -124,7 +124,7 @@ Tensor fused_norm(const char* op, const Tensor& x, const Dims& normalized_shape,
              need_b = bias && autograd::requires_grad(*bias);
   const Tensor* w_in = weight ? &*weight : nullptr;
   const Tensor* b_in = bias ? &*bias : nullptr;
-  autograd::record(rms ? "RmsNormBackward" : "LayerNormBackward", {&out}, {&x, w_in, b_in}, {xc, wc, mean, rstd},
+  autograd::record(rms ? "FusedRmsNormBackward0" : "NativeLayerNormBackward0", {&out}, {&x, w_in, b_in}, {xc, wc, mean, rstd},
                    [s, rms, ct, need_x, need_w, need_b, x_shape = x.sizes(), w_shape = normalized_shape](
                        const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
                      const Tensor dy = grads[0].to(ct).contiguous();

@@ -83,8 +83,12 @@ auto scalar_fn(Bin op, T alpha) {
         case Bin::add: return a || (alpha && b);
         case Bin::mul: case Bin::minimum: return a && b;
         case Bin::maximum: return a || b;
-        default: return a;  // other ops reject bool before getting here
+        // Refused for bool before getting here (sub, the divisions) or computed in int64
+        // (pow) or float (div, atan2).
+        case Bin::sub: case Bin::div: case Bin::floor_divide: case Bin::trunc_divide: case Bin::remainder:
+        case Bin::pow: case Bin::atan2: return a;
       }
+      return a;
     } else if constexpr (std::is_integral_v<T>) {
       switch (op) {
         case Bin::add: return T(U<T>(a) + U<T>(alpha) * U<T>(b));
@@ -106,8 +110,9 @@ auto scalar_fn(Bin op, T alpha) {
         case Bin::pow: return int_pow(a, b);
         case Bin::maximum: return std::max(a, b);
         case Bin::minimum: return std::min(a, b);
-        default: return a;  // div and atan2 are computed in float
+        case Bin::div: case Bin::atan2: return a;  // computed in float, never on integers
       }
+      return a;
     } else {
       switch (op) {
         case Bin::add: return a + alpha * b;
@@ -140,8 +145,10 @@ std::optional<kernels::SimdBinaryOp> simd_op(Bin op, const Scalar& alpha) {
     case Bin::div: return kernels::SimdBinaryOp::div;
     case Bin::maximum: return kernels::SimdBinaryOp::maximum;
     case Bin::minimum: return kernels::SimdBinaryOp::minimum;
-    default: return std::nullopt;
+    case Bin::floor_divide: case Bin::trunc_divide: case Bin::remainder: case Bin::pow: case Bin::atan2:
+      return std::nullopt;  // scalar loop
   }
+  return std::nullopt;
 }
 
 autograd::BinaryGrad grad_kind(Bin op) {
@@ -156,8 +163,10 @@ autograd::BinaryGrad grad_kind(Bin op) {
     case Bin::pow: return G::pow;
     case Bin::atan2: return G::atan2;
     case Bin::remainder: return G::remainder;
-    default: return G::none;  // floor/trunc division: zero gradient
+    case Bin::floor_divide: return G::floor_divide;
+    case Bin::trunc_divide: return G::trunc_divide;
   }
+  FLB_CHECK(false, Error, "[binary] unknown op ", int(op));
 }
 
 Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor* inplace) {

@@ -79,9 +79,16 @@ Tensor& Tensor::copy_(const Tensor& src) {
     FLB_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), ValueError,
               "[copy_] source of shape ", shape_str(src.sizes()), " cannot be broadcast to ", shape_str(sizes()));
     if (autograd::needs_grad(*this, src)) {
-      // Every value is replaced: the gradient goes to src (cast and broadcast back) only.
-      Tensor value = src.to(dtype());
-      if (value.sizes() != sizes()) value = value.expand(sizes());
+      // Every value is replaced: the gradient goes to src only (the node casts it to src's
+      // dtype and sums it to src's shape).
+      Tensor value;
+      {
+        autograd::NoGradGuard no_grad;
+        value = src.to(dtype());
+        if (value.sizes() != sizes()) value = value.expand(sizes());
+        value = value.detach();
+      }
+      autograd::record_identity("CopyBackwards", src, value);
       return autograd::assign_with_grad("copy_", *this, value);
     }
     copy_values(*this, src);
@@ -92,6 +99,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor& Tensor::fill_(Scalar value) {
   return op_hook::op("fill_", *this, value)([&]() -> Tensor& {
     Tensor v = scalar_tensor(value, dtype());
+    if (autograd::needs_grad(*this)) return autograd::assign_with_grad("fill_", *this, v.expand(sizes()));
     return copy_(v);
   });
 }
@@ -106,7 +114,7 @@ Tensor Tensor::clone() const {
   return op_hook::op("clone", *this)([&]() -> Tensor {
     Tensor out = empty(sizes(), dtype(), device());
     copy_values(out, *this);
-    autograd::record_identity("CloneBackward", *this, out);
+    autograd::record_identity("CloneBackward0", *this, out);
     return out;
   });
 }
@@ -116,7 +124,7 @@ Tensor Tensor::to(DType dt) const {
     if (dt == dtype()) return *this;
     Tensor out = empty(sizes(), dt, device());
     copy_values(out, *this);
-    autograd::record_identity("ToCopyBackward", *this, out);
+    autograd::record_identity("ToCopyBackward0", *this, out);
     return out;
   });
 }

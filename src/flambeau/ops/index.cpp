@@ -236,7 +236,7 @@ FLB_OP(scatter,
        (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
        (self, dim, index, src), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter", o, dim, index, src, Reduce::Assign); });
-  autograd::record_scatter("ScatterBackward", self, dim, index, src, false, out);
+  autograd::record_scatter(self, dim, index, src, false, out);
   return out;
 }
 FLB_OP(scatter_add_,
@@ -252,7 +252,7 @@ FLB_OP(scatter_add,
        (self, dim, index, src), Tensor) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter_add", o, dim, index, src, Reduce::Sum); });
-  autograd::record_scatter("ScatterAddBackward", self, dim, index, src, true, out);
+  autograd::record_scatter(self, dim, index, src, true, out);
   return out;
 }
 

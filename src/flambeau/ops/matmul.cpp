@@ -118,7 +118,7 @@ FLB_OP(mm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
     if (a.size(1) == 0) out.fill_(0);
     else gemm(a, b, out, 1, 0);
   }
-  autograd::record_mm("MmBackward", a, b, out);
+  autograd::record_mm("MmBackward0", a, b, out);
   return out;
 }
 
@@ -161,7 +161,7 @@ FLB_OP(bmm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
       gemm(a.select(0, i), b.select(0, i), o, 1, 0);
     }
   }
-  autograd::record_mm("BmmBackward", a, b, out);
+  autograd::record_mm("BmmBackward0", a, b, out);
   return out;
 }
 
@@ -185,7 +185,13 @@ FLB_OP(dot, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
             " elements respectively");
   // Through the deterministic reduction (not BLAS sdot, whose split depends on threads).
   const DType acc = is_reduced_float(a.dtype()) ? kFloat32 : a.dtype();
-  return sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
+  }
+  autograd::record_dot(a, b, out);
+  return out;
 }
 
 FLB_OP(outer, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
@@ -231,6 +237,7 @@ FLB_OP(linear, (const Tensor& x, const Tensor& weight, std::optional<Tensor> bia
   FLB_CHECK(weight.dim() == 2, ValueError, "[linear] weight must be 2-D, got shape ", shape_str(weight.sizes()));
   FLB_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError, "[linear] input of shape ", shape_str(x.sizes()),
             " cannot be multiplied by weight of shape ", shape_str(weight.sizes()));
+  if (x.dim() == 2) return bias ? addmm(*bias, x, weight.t()) : mm(x, weight.t());  // no views around it
   Dims shape(x.sizes().begin(), x.sizes().size() - 1);
   shape.push_back(weight.size(0));
   const Tensor x2 = x.reshape({numel_of(Dims(x.sizes().begin(), x.sizes().size() - 1)), x.size(-1)});

@@ -106,7 +106,7 @@ FLB_OP(uniform_, (Tensor& t, double from, double to, std::optional<Generator> ge
   FLB_CHECK(from <= to, ValueError, "[uniform_] expects to return a [from, to) range, but found from=", from,
             " > to=", to);
   if (autograd::needs_grad(t))
-    return sample_with_grad("uniform_", "UniformBackward", t, [&](Tensor& r) { uniform_(r, from, to, gen); });
+    return sample_with_grad("uniform_", "UniformBackward0", t, [&](Tensor& r) { uniform_(r, from, to, gen); });
   const DType ct = float_compute("uniform_", t);
   if (is_reduced_float(t.dtype()) && from < to) {
     fill_into(t, ct, [&](Tensor& out) { uniform_(out, from, to, gen); });
@@ -133,7 +133,7 @@ FLB_OP(uniform_, (Tensor& t, double from, double to, std::optional<Generator> ge
 FLB_OP(normal_, (Tensor& t, double mean, double std, std::optional<Generator> gen), (t, mean, std, gen), Tensor&) {
   FLB_CHECK(std >= 0, ValueError, "[normal_] expects std >= 0.0, but found std ", std);
   if (autograd::needs_grad(t))
-    return sample_with_grad("normal_", "NormalBackward", t, [&](Tensor& r) { normal_(r, mean, std, gen); });
+    return sample_with_grad("normal_", "NormalBackward0", t, [&](Tensor& r) { normal_(r, mean, std, gen); });
   const DType ct = float_compute("normal_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     if (ct == kFloat64) {
@@ -153,7 +153,7 @@ FLB_OP(normal_, (Tensor& t, double mean, double std, std::optional<Generator> ge
 FLB_OP(exponential_, (Tensor& t, double lambd, std::optional<Generator> gen), (t, lambd, gen), Tensor&) {
   FLB_CHECK(lambd > 0, ValueError, "[exponential_] expects lambda > 0.0, but found lambda=", lambd);
   if (autograd::needs_grad(t))
-    return sample_with_grad("exponential_", "ExponentialBackward", t, [&](Tensor& r) { exponential_(r, lambd, gen); });
+    return sample_with_grad("exponential_", "ExponentialBackward0", t, [&](Tensor& r) { exponential_(r, lambd, gen); });
   const DType ct = float_compute("exponential_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     // -log(1 - u) / lambda with u in [0, 1): always finite.
@@ -168,7 +168,7 @@ FLB_OP(exponential_, (Tensor& t, double lambd, std::optional<Generator> gen), (t
 FLB_OP(bernoulli_, (Tensor& t, double p, std::optional<Generator> gen), (t, p, gen), Tensor&) {
   FLB_CHECK(p >= 0 && p <= 1, ValueError, "[bernoulli_] expects p to be in [0, 1], but got p=", p);
   if (autograd::needs_grad(t))
-    return sample_with_grad("bernoulli_", "BernoulliBackward", t, [&](Tensor& r) { bernoulli_(r, p, gen); });
+    return sample_with_grad("bernoulli_", "BernoulliBackward2", t, [&](Tensor& r) { bernoulli_(r, p, gen); });
   return fill_into(t, kBool, [&](Tensor& out) {
     fill_random(out.data<bool>(), out.numel(), 2, gen,
                 [&](const uint32_t* w, int lane, int64_t) { return uniform_f64(w[2 * lane], w[2 * lane + 1]) < p; });
@@ -187,7 +187,7 @@ FLB_OP(bernoulli, (const Tensor& p, std::optional<Generator> gen), (p, gen), Ten
     return uniform_f64(w[2 * lane], w[2 * lane + 1]) < pp[i] ? 1.0 : 0.0;
   });
   Tensor r = out.to(p.dtype());
-  autograd::record_zero_grad("BernoulliBackward", p, r);
+  autograd::record_zero_grad("BernoulliBackward0", p, r);
   return r;
 }
 

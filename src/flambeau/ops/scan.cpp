@@ -106,12 +106,12 @@ FLB_OP(cumprod, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, 
 }
 FLB_OP(cummax, (const Tensor& t, int64_t dim), (t, dim), std::pair<Tensor, Tensor>) {
   auto r = cum_extreme<true>("cummax", t, dim);
-  autograd::record_pick("CummaxBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "cummax") : 0, r.second, true, r.first);
+  autograd::record_pick("CummaxBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "cummax") : 0, r.second, true, r.first);
   return r;
 }
 FLB_OP(cummin, (const Tensor& t, int64_t dim), (t, dim), std::pair<Tensor, Tensor>) {
   auto r = cum_extreme<false>("cummin", t, dim);
-  autograd::record_pick("CumminBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "cummin") : 0, r.second, true, r.first);
+  autograd::record_pick("CumminBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "cummin") : 0, r.second, true, r.first);
   return r;
 }
 

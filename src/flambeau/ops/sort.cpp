@@ -103,7 +103,8 @@ FLB_OP(sort,
     else sorted = kernels::radix_sort(buf, buf + n, n);
     store_sorted(sorted, n, row, vo, io);
   });
-  autograd::record_pick("SortBackward", t, dim, r.second, true, r.first);
+  // PyTorch names sort(stable=True) (its sort.stable overload) SortBackward1.
+  autograd::record_pick(stable ? "SortBackward1" : "SortBackward0", t, dim, r.second, true, r.first);
   return r;
 }
 
@@ -159,7 +160,7 @@ FLB_OP(topk,
     std::sort(buf, buf + k, before<K>);
     store_sorted(buf, k, row, vo, io);
   });
-  autograd::record_pick("TopkBackward", t, d, r.second, true, r.first);
+  autograd::record_pick("TopkBackward0", t, d, r.second, true, r.first);
   return r;
 }
 
@@ -180,7 +181,7 @@ FLB_OP(kthvalue,
     autograd::NoGradGuard no_grad;
     if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
   }
-  autograd::record_pick("KthvalueBackward", t, d, ki, keepdim, kv);
+  autograd::record_pick("KthvalueBackward0", t, d, ki, keepdim, kv);
   return {kv, ki};
 }
 

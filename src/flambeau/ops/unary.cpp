@@ -26,8 +26,14 @@ T int_unary(UnaryOp op, T x) {
       case UnaryOp::abs: return x < 0 ? T(0 - std::make_unsigned_t<T>(x)) : x;
       case UnaryOp::sign: return T((T(0) < x) - (x < T(0)));
       case UnaryOp::relu: return x < 0 ? T(0) : x;
-      default: return x;  // floor, ceil, round, trunc
+      case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round: case UnaryOp::trunc: return x;  // exact
+      // ToFloat and FloatOnly ops never run on integers.
+      case UnaryOp::exp: case UnaryOp::exp2: case UnaryOp::expm1: case UnaryOp::log: case UnaryOp::log2:
+      case UnaryOp::log10: case UnaryOp::log1p: case UnaryOp::sqrt: case UnaryOp::rsqrt: case UnaryOp::reciprocal:
+      case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::tan: case UnaryOp::tanh: case UnaryOp::sigmoid:
+      case UnaryOp::silu: case UnaryOp::erf: case UnaryOp::gelu_erf: case UnaryOp::gelu_tanh: return x;
     }
+    return x;
   }
 }
 

@@ -87,15 +87,18 @@ Tensor Tensor::view(const Dims& shape) const {
     FLB_CHECK(view_strides(*this, s, st), ValueError, "[view] size ", shape_str(s),
               " is not compatible with input's size ", shape_str(sizes()), " and stride ",
               shape_str(strides()), "; use reshape() instead");
-    return reshaped_view("ViewBackward", *this, with_geometry(*this, s, st, storage_offset()));
+    return reshaped_view("ViewBackward0", *this, with_geometry(*this, s, st, storage_offset()));
   });
 }
 
 Tensor Tensor::reshape(const Dims& shape) const {
   return op_hook::op("reshape", *this, shape)([&]() -> Tensor {
     Dims s = infer_shape("reshape", shape, numel()), st;
-    if (view_strides(*this, s, st)) return reshaped_view("ReshapeBackward", *this, with_geometry(*this, s, st, storage_offset()));
-    return contiguous().view(s);
+    if (view_strides(*this, s, st)) return reshaped_view("ViewBackward0", *this, with_geometry(*this, s, st, storage_offset()));
+    // A copy viewed with the new shape: PyTorch's _unsafe_view of a clone.
+    const Tensor copy = contiguous();
+    view_strides(copy, s, st);
+    return reshaped_view("UnsafeViewBackward0", copy, with_geometry(copy, s, st, 0));
   });
 }
 
@@ -115,29 +118,36 @@ Tensor Tensor::permute(const Dims& dims) const {
     Tensor out = with_geometry(*this, s, st, storage_offset());
     Dims inverse(dims.size());
     for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], dim(), "permute"))] = int64_t(i);
-    autograd::record_view("PermuteBackward", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
+    autograd::record_view("PermuteBackward0", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
     return out;
   });
 }
+
+namespace {
+// t with dims d0 and d1 swapped; `node`: the backward node's name.
+Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* node) {
+  Dims s = t.sizes(), st = t.strides();
+  std::swap(s[d0], s[d1]);
+  std::swap(st[d0], st[d1]);
+  Tensor out = with_geometry(t, s, st, t.storage_offset());
+  autograd::record_view(node, t, out, [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
+  return out;
+}
+}  // namespace
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   return op_hook::op("transpose", *this, d0, d1)([&]() -> Tensor {
     d0 = wrap_dim(d0, dim(), "transpose");
     d1 = wrap_dim(d1, dim(), "transpose");
     if (dim() == 0) return *this;
-    Dims s = sizes(), st = strides();
-    std::swap(s[d0], s[d1]);
-    std::swap(st[d0], st[d1]);
-    Tensor out = with_geometry(*this, s, st, storage_offset());
-    autograd::record_view("TransposeBackward", *this, out, [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
-    return out;
+    return transposed(*this, d0, d1, "TransposeBackward0");
   });
 }
 
 Tensor Tensor::t() const {
   return op_hook::op("t", *this)([&]() -> Tensor {
     FLB_CHECK(dim() <= 2, ValueError, "[t] expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
-    return dim() < 2 ? *this : transpose(0, 1);
+    return dim() < 2 ? *this : transposed(*this, 0, 1, "TBackward0");
   });
 }
 
@@ -166,7 +176,7 @@ Tensor Tensor::expand(const Dims& shape) const {
     checked_numel(s, "expand");
     Tensor out = with_geometry(*this, s, st, storage_offset());
     // The node sums the gradient over the expanded dims.
-    autograd::record_view("ExpandBackward", *this, out, [](const Tensor& g) { return g; });
+    autograd::record_view("ExpandBackward0", *this, out, [](const Tensor& g) { return g; });
     return out;
   });
 }
@@ -190,7 +200,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
     s[d] = (e - b + step - 1) / step;
     st[d] = strides()[d] * step;
     Tensor out = with_geometry(*this, s, st, storage_offset() + b * strides()[d]);
-    autograd::record_slice("SliceBackward", *this, out, [d, b, e, step](const Tensor& gi) { return gi.slice(d, b, e, step); });
+    autograd::record_slice("SliceBackward0", *this, out, [d, b, e, step](const Tensor& gi) { return gi.slice(d, b, e, step); });
     return out;
   });
 }
@@ -207,7 +217,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
     s.erase(d);
     st.erase(d);
     Tensor out = with_geometry(*this, s, st, storage_offset() + index * strides()[d]);
-    autograd::record_slice("SelectBackward", *this, out, [d, index](const Tensor& gi) { return gi.select(d, index); });
+    autograd::record_slice("SelectBackward0", *this, out, [d, index](const Tensor& gi) { return gi.select(d, index); });
     return out;
   });
 }
@@ -232,18 +242,18 @@ Tensor Tensor::squeeze() const {
         s.push_back(sizes()[d]);
         st.push_back(strides()[d]);
       }
-    return reshaped_view("SqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
+    return reshaped_view("SqueezeBackward0", *this, with_geometry(*this, s, st, storage_offset()));
   });
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
   return op_hook::op("squeeze", *this, d)([&]() -> Tensor {
     d = wrap_dim(d, dim(), "squeeze");
-    if (dim() == 0 || sizes()[d] != 1) return reshaped_view("SqueezeBackward", *this, with_geometry(*this, sizes(), strides(), storage_offset()));
+    if (dim() == 0 || sizes()[d] != 1) return reshaped_view("SqueezeBackward1", *this, with_geometry(*this, sizes(), strides(), storage_offset()));
     Dims s = sizes(), st = strides();
     s.erase(d);
     st.erase(d);
-    return reshaped_view("SqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
+    return reshaped_view("SqueezeBackward1", *this, with_geometry(*this, s, st, storage_offset()));
   });
 }
 
@@ -254,7 +264,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
     const int64_t stride = d < dim() ? sizes()[d] * strides()[d] : 1;
     s.insert(d, 1);
     st.insert(d, stride);
-    return reshaped_view("UnsqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
+    return reshaped_view("UnsqueezeBackward0", *this, with_geometry(*this, s, st, storage_offset()));
   });
 }
 
@@ -305,7 +315,7 @@ Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<in
     Tensor out = with_geometry(*this, size, stride, off);
     // Backward: each gradient element is added at its storage position (positions the view
     // reaches twice get both), on a zero canvas laid out like the input's storage.
-    autograd::record_view("AsStridedBackward", *this, out,
+    autograd::record_view("AsStridedBackward0", *this, out,
                           [elems, size, stride, off, in_size = sizes(), in_stride = strides(),
                            in_off = storage_offset()](const Tensor& g) {
                             Tensor pos = full({}, off, kInt64);
