@@ -2,6 +2,7 @@
 // config file, the command line and the copy stored in checkpoints.
 #include "config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <functional>
@@ -16,27 +17,47 @@ using Field = std::variant<int64_t Config::*, uint64_t Config::*, double Config:
 struct Setting {
   const char* name;
   Field field;
-  bool model;  // shapes the model
+  bool model;        // shapes the model
+  const char* help;  // one line for --help
 };
 
 const std::vector<Setting>& settings() {
   static const std::vector<Setting> s = {
-      {"vocab_size", &Config::vocab_size, true}, {"n_layer", &Config::n_layer, true},
-      {"n_head", &Config::n_head, true},         {"d_model", &Config::d_model, true},
-      {"seq_len", &Config::seq_len, true},       {"window", &Config::window, true},
-      {"rope_theta", &Config::rope_theta, true}, {"batch_size", &Config::batch_size, false},
-      {"steps", &Config::steps, false},          {"stop_at", &Config::stop_at, false},          {"warmup", &Config::warmup, false},
-      {"lr", &Config::lr, false},                {"min_lr", &Config::min_lr, false},
-      {"weight_decay", &Config::weight_decay, false}, {"beta1", &Config::beta1, false},
-      {"beta2", &Config::beta2, false},          {"grad_clip", &Config::grad_clip, false},
-      {"z_loss", &Config::z_loss, false},        {"seed", &Config::seed, false},
-      {"dtype", &Config::dtype, false},
-      {"eval_every", &Config::eval_every, false}, {"eval_batches", &Config::eval_batches, false},
-      {"checkpoint_every", &Config::checkpoint_every, false}, {"threads", &Config::threads, false},
-      {"data_dir", &Config::data_dir, false},    {"out_dir", &Config::out_dir, false},
-      {"num_samples", &Config::num_samples, false}, {"max_new_tokens", &Config::max_new_tokens, false},
-      {"top_k", &Config::top_k, false},          {"temperature", &Config::temperature, false},
-      {"top_p", &Config::top_p, false},          {"prompt", &Config::prompt, false},
+      // model
+      {"vocab_size", &Config::vocab_size, true, "vocabulary: 256 byte tokens (more only for benchmarks)"},
+      {"n_layer", &Config::n_layer, true, "transformer blocks"},
+      {"n_head", &Config::n_head, true, "attention heads per block"},
+      {"d_model", &Config::d_model, true, "model width (d_model / n_head: an even head size)"},
+      {"seq_len", &Config::seq_len, true, "tokens per training sequence (the context)"},
+      {"window", &Config::window, true, "sliding-window attention span in tokens (0: full causal)"},
+      {"rope_theta", &Config::rope_theta, true, "rotary embedding base"},
+      // training
+      {"batch_size", &Config::batch_size, false, "sequences per step (and per validation batch)"},
+      {"steps", &Config::steps, false, "training steps (the learning-rate schedule's length)"},
+      {"stop_at", &Config::stop_at, false, "end this run after that many steps (0: steps); not stored"},
+      {"warmup", &Config::warmup, false, "steps of linear learning-rate warmup"},
+      {"lr", &Config::lr, false, "peak learning rate (AdamW), after warmup"},
+      {"min_lr", &Config::min_lr, false, "learning rate at the end of the cosine decay"},
+      {"weight_decay", &Config::weight_decay, false, "AdamW weight decay"},
+      {"beta1", &Config::beta1, false, "AdamW beta1"},
+      {"beta2", &Config::beta2, false, "AdamW beta2"},
+      {"grad_clip", &Config::grad_clip, false, "clip the gradients' global norm to this (0: off)"},
+      {"z_loss", &Config::z_loss, false, "weight of the z-loss (log-sum-exp squared) in training"},
+      {"seed", &Config::seed, false, "seed of the weights and of the batch order"},
+      {"dtype", &Config::dtype, false, "fp32, or bf16: the blocks' GEMMs on bfloat16 operands"},
+      {"eval_every", &Config::eval_every, false, "steps between validation losses (on eval_batches batches)"},
+      {"eval_batches", &Config::eval_batches, false, "batches of the periodic validation loss (the first ones)"},
+      {"checkpoint_every", &Config::checkpoint_every, false, "steps between checkpoints"},
+      {"threads", &Config::threads, false, "threads (0: all cores)"},
+      {"data_dir", &Config::data_dir, false, "directory of fortune files"},
+      {"out_dir", &Config::out_dir, false, "where ckpt.safetensors, log.jsonl and loss.svg go"},
+      // sampling
+      {"num_samples", &Config::num_samples, false, "fortunes to sample"},
+      {"max_new_tokens", &Config::max_new_tokens, false, "most bytes per sample (a sample also ends at byte 0)"},
+      {"top_k", &Config::top_k, false, "sample among the k most likely bytes (0: all)"},
+      {"temperature", &Config::temperature, false, "softmax temperature (0: always the most likely byte)"},
+      {"top_p", &Config::top_p, false, "nucleus: sample among the most likely bytes that hold this probability"},
+      {"prompt", &Config::prompt, false, "text each sample starts with"},
   };
   return s;
 }
@@ -125,6 +146,24 @@ std::vector<std::string> model_keys() {
   for (const Setting& s : settings())
     if (s.model) k.push_back(s.name);
   return k;
+}
+
+bool is_setting(const std::string& key) {
+  for (const Setting& s : settings())
+    if (key == s.name) return true;
+  return false;
+}
+
+std::string settings_help() {
+  const Config defaults;
+  std::string out;
+  for (const Setting& s : settings()) {
+    const std::string value = get_option(defaults, s.name);
+    std::string head = "  --" + std::string(s.name) + " " + (value.empty() ? "\"\"" : value);
+    head.resize(std::max<size_t>(head.size() + 2, 34), ' ');
+    out += head + s.help + "\n";
+  }
+  return out;
 }
 
 void Config::validate() const {

@@ -46,6 +46,10 @@ void read_config_file(Config& c, const std::string& path);
 std::string to_text(const Config& c);
 // Applies `text` in the config file format.
 void from_text(Config& c, const std::string& text);
+// Whether `key` names a setting.
+bool is_setting(const std::string& key);
+// One line per setting for --help: `--name default` and what it does.
+std::string settings_help();
 // The names of the settings that shape the model (must match when resuming or sampling).
 std::vector<std::string> model_keys();
 

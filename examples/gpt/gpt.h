@@ -3,6 +3,9 @@
 #include <string>
 
 #include "config.h"
+#include "data.h"
+#include "flambeau/optim/optim.h"
+#include "model.h"
 
 namespace gpt {
 
@@ -17,6 +20,9 @@ void sample(const Config& c, const std::string& checkpoint);
 void dump_grads(const Config& c, const std::string& out);
 // Times training steps; prints one JSON line (tokens/s, ms per step, GFLOP/s).
 void bench(const Config& c, bool fortunes);
+
+// One training step on batch b (loss, backward, gradient clipping, AdamW); returns the loss.
+flambeau::Tensor train_step(Gpt& model, flambeau::optim::AdamW& opt, const Batch& b, const Config& c);
 
 // The learning rate of step `step`: linear warmup, then cosine decay to min_lr.
 double learning_rate(const Config& c, int64_t step);

@@ -6,6 +6,7 @@
 //   flambeau-gpt grads  --out FILE [--key value ...]   (loss and gradients of one batch)
 //   flambeau-gpt bench  [--fortunes] [--key value ...] (training step time; --fortunes: on the
 //                                                      first training batch, packed documents)
+//   flambeau-gpt --help                                 (every option and setting, with defaults)
 //
 // Settings (see config.h) come from the defaults, then a resumed checkpoint, then the
 // config file, then the command line. The checkpoint defaults to <out_dir>/ckpt.safetensors.
@@ -23,18 +24,49 @@
 
 namespace {
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: flambeau-gpt {train|eval|sample|grads|bench} [--config FILE] [--resume] "
-               "[--checkpoint PATH] [--out FILE] [--fortunes] [--<setting> VALUE ...]\n");
+const char* kUsage =
+    "usage: flambeau-gpt {train|eval|sample|grads|bench} [--config FILE] [--resume] [--checkpoint PATH] "
+    "[--out FILE] [--fortunes] [--<setting> VALUE ...]\n";
+
+void help() {
+  std::printf(
+      "%s\n"
+      "Train, evaluate and sample a small byte-level GPT on the fortunes corpus.\n\n"
+      "commands:\n"
+      "  train    train from scratch (or --resume); writes <out_dir>/ckpt.safetensors, log.jsonl, loss.svg\n"
+      "  eval     validation loss of a checkpoint on the whole validation split\n"
+      "  sample   print num_samples fortunes sampled from a checkpoint\n"
+      "  grads    loss and gradients of the first training batch into --out (the PyTorch cross-check)\n"
+      "  bench    median time of a training step, one JSON line\n\n"
+      "options:\n"
+      "  --config FILE      settings file of `key = value` lines (examples/gpt/fortunes.conf)\n"
+      "  --resume           train: continue from the checkpoint (its settings, then --config, then flags)\n"
+      "  --checkpoint PATH  checkpoint to resume, evaluate or sample (default <out_dir>/ckpt.safetensors)\n"
+      "  --out FILE         grads: the safetensors file to write\n"
+      "  --fortunes         bench: time the first training batch (packed fortunes), not random tokens\n"
+      "  -h, --help         this help\n\n"
+      "settings, --<name> VALUE (shown with their defaults; applied in order: defaults, a resumed\n"
+      "checkpoint, the --config file, the command line):\n%s",
+      kUsage, gpt::settings_help().c_str());
+}
+
+// A command-line mistake: the message, the usage line, exit status 2.
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "flambeau-gpt: %s\n%s(flambeau-gpt --help lists the commands and settings)\n", message.c_str(),
+               kUsage);
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage();
+  auto is_help = [](const std::string& a) { return a == "-h" || a == "--help"; };
+  if (argc < 2) return usage_error("no command");
   const std::string cmd = argv[1];
+  if (is_help(cmd)) {
+    help();
+    return 0;
+  }
   try {
     std::string config_file, checkpoint, out;
     bool resume = false, fortunes = false;
@@ -43,13 +75,23 @@ int main(int argc, char** argv) {
       const std::string a = argv[i];
       if (a == "--resume") { resume = true; continue; }
       if (a == "--fortunes") { fortunes = true; continue; }
-      if (a.rfind("--", 0) != 0 || i + 1 >= argc) return usage();
+      if (is_help(a)) {
+        help();
+        return 0;
+      }
+      if (a.rfind("--", 0) != 0) return usage_error("unexpected argument '" + a + "'");
+      const std::string key = a.substr(2);
+      if (key != "config" && key != "checkpoint" && key != "out" && !gpt::is_setting(key))
+        return usage_error("unknown option '" + a + "'");
+      if (i + 1 >= argc) return usage_error("option '" + a + "' needs a value");
       const std::string value = argv[++i];
-      if (a == "--config") config_file = value;
-      else if (a == "--checkpoint") checkpoint = value;
-      else if (a == "--out") out = value;
-      else options.emplace_back(a.substr(2), value);
+      if (key == "config") config_file = value;
+      else if (key == "checkpoint") checkpoint = value;
+      else if (key == "out") out = value;
+      else options.emplace_back(key, value);
     }
+    if (cmd != "train" && cmd != "eval" && cmd != "sample" && cmd != "grads" && cmd != "bench")
+      return usage_error("unknown command '" + cmd + "'");
     gpt::Config c;
     auto apply = [&] {
       if (!config_file.empty()) gpt::read_config_file(c, config_file);
@@ -72,14 +114,12 @@ int main(int argc, char** argv) {
       c.validate();
       gpt::sample(c, checkpoint);
     } else if (cmd == "grads") {
-      if (out.empty()) return usage();
+      if (out.empty()) return usage_error("grads needs --out FILE");
       c.validate();
       gpt::dump_grads(c, out);
     } else if (cmd == "bench") {
       c.validate();
       gpt::bench(c, fortunes);
-    } else {
-      return usage();
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flambeau-gpt: %s\n", e.what());

@@ -5,6 +5,7 @@
 
 #include "flambeau/autograd/function.h"
 #include "flambeau/autograd/node.h"
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/gemm16.h"
 #include "flambeau/kernels/cpu/simd.h"
@@ -148,8 +149,7 @@ std::vector<Tensor> stacked_grads(const Tensor& dy_in, const Tensor& h2, const T
 }
 
 // x @ weight^T with the GEMM in `dt` (float32: nn::Linear's own path).
-Tensor linear(const Tensor& x, nn::Linear& layer, DType dt) {
-  if (dt == kFloat32) return layer.forward(x);
+Tensor linear16(const Tensor& x, nn::Linear& layer, DType dt) {
   const auto [x2, w] = stacked(x, {&layer.weight}, dt);
   Dims shape = x.sizes();
   shape.back() = w.size(0);
@@ -159,6 +159,11 @@ Tensor linear(const Tensor& x, nn::Linear& layer, DType dt) {
                      return stacked_grads(g[0].reshape({-1, saved[1].size(0)}), saved[0], saved[1], x_shape, 1);
                    });
   return y;
+}
+
+Tensor linear(const Tensor& x, nn::Linear& layer, DType dt) {
+  if (dt == kFloat32) return layer.forward(x);
+  return op_hook::op("gpt::linear16", x, layer.weight, dt)([&] { return linear16(x, layer, dt); });
 }
 
 // SwiGLU's silu(h W_gate^T) * (h W_up^T): one GEMM against the stacked weights, then one
@@ -177,7 +182,7 @@ void over_gate_chunks(const float* gu, int64_t rows, int64_t hid, const F& f) {
   });
 }
 
-Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt) {
+Tensor swiglu_body(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt) {
   const auto [h2, w] = stacked(h, {&w_gate, &w_up}, dt);
   const Tensor gu = gemm(h2, w.t());  // [N, 2 hid]: gate, then up
   const int64_t N = gu.size(0), hid = w_gate.size(0);
@@ -209,6 +214,10 @@ Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType d
   return y;
 }
 
+Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt) {
+  return op_hook::op("gpt::swiglu", h, w_gate, w_up, dt)([&] { return swiglu_body(h, w_gate, w_up, dt); });
+}
+
 }  // namespace
 
 // q, k, v heads [B, H, T, D] (contiguous) of h [B, T, d] at positions pos0..: one GEMM
@@ -216,6 +225,14 @@ Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType d
 // by head. The backward lays the head gradients back out (rotating q, k back) and runs one
 // GEMM for dh and one for the stacked weight gradient.
 std::array<Tensor, 3> Gpt::qkv(const Block& b, const Tensor& h, int64_t pos0) const {
+  const auto result = op_hook::op("gpt::qkv_rope", h, b.wq->weight, b.wk->weight, b.wv->weight, pos0)([&] {
+    const std::array<Tensor, 3> heads = qkv_body(b, h, pos0);
+    return std::vector<Tensor>(heads.begin(), heads.end());
+  });
+  return {result[0], result[1], result[2]};
+}
+
+std::array<Tensor, 3> Gpt::qkv_body(const Block& b, const Tensor& h, int64_t pos0) const {
   const int64_t B = h.size(0), T = h.size(1), d = config.d_model, H = config.n_head, D = config.head_dim(), half = D / 2;
   FLB_CHECK(h.dtype() == kFloat32 && h.dim() == 3 && h.size(2) == d && pos0 + T <= cos_.size(0), ValueError,
             "[gpt.qkv] expects float32 [B, T, ", d, "] within ", cos_.size(0), " positions, got ", shape_str(h.sizes()));

@@ -49,6 +49,8 @@ class Gpt : public flambeau::nn::Module {
   // The q, k, v heads [B, H, T, head_dim] of h [B, T, d_model] at positions
   // [pos0, pos0 + T), q and k rotated by RoPE (one fused op).
   std::array<flambeau::Tensor, 3> qkv(const Block& b, const flambeau::Tensor& h, int64_t pos0) const;
+  // qkv as reported to the op hook ("gpt::qkv_rope"); qkv_body does the work.
+  std::array<flambeau::Tensor, 3> qkv_body(const Block& b, const flambeau::Tensor& h, int64_t pos0) const;
   flambeau::Tensor mlp(const Block& b, const flambeau::Tensor& h) const;
   // The dtype of the blocks' GEMM operands (config.dtype; Note [bf16 GEMMs] in model.cpp).
   flambeau::DType gemm_dtype() const { return config.dtype == "bf16" ? flambeau::kBFloat16 : flambeau::kFloat32; }

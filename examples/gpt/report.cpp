@@ -86,17 +86,28 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path);
 }
 
-void write_loss_svg(const std::string& path, const std::vector<LogRecord>& records, double unigram_nats) {
+std::vector<double> smooth_ema(const std::vector<double>& values, double beta) {
+  std::vector<double> out;
+  out.reserve(values.size());
+  double m = 0, beta_t = 1;  // beta_t = beta^t
+  for (double x : values) {
+    m = beta * m + (1 - beta) * x;
+    beta_t *= beta;
+    out.push_back(m / (1 - beta_t));
+  }
+  return out;
+}
+
+void write_loss_svg(const std::string& path, const std::vector<LogRecord>& records, double unigram_nats,
+                    const std::string& val_label) {
   std::vector<std::pair<double, double>> train, smooth, val;
-  double ema = -1;
+  std::vector<double> losses;
   for (const LogRecord& r : records) {
-    if (r.loss >= 0) {
-      train.emplace_back(double(r.step), r.loss);
-      ema = ema < 0 ? r.loss : 0.95 * ema + 0.05 * r.loss;
-      smooth.emplace_back(double(r.step), ema);
-    }
+    if (r.loss >= 0) train.emplace_back(double(r.step), r.loss), losses.push_back(r.loss);
     if (r.val_loss >= 0) val.emplace_back(double(r.step), r.val_loss);
   }
+  const std::vector<double> ema = smooth_ema(losses, 0.95);
+  for (size_t i = 0; i < train.size(); ++i) smooth.emplace_back(train[i].first, ema[i]);
   const double W = 800, H = 480, left = 70, right = 20, top = 40, bottom = 50;
   double x_max = 1, y_max = unigram_nats * 1.15, y_min = 0;
   for (const auto& v : {train, val})
@@ -127,7 +138,7 @@ void write_loss_svg(const std::string& path, const std::vector<LogRecord>& recor
   s << "<line x1='" << left << "' x2='" << W - right << "' y1='" << py(unigram_nats) << "' y2='" << py(unigram_nats)
     << "' stroke='#636363' stroke-dasharray='6,4'/>\n";
   const double lx = W - right - 230;
-  const char* names[] = {"train (smoothed)", "validation", "byte-unigram entropy"};
+  const std::string names[] = {"train (smoothed)", val_label, "byte-unigram entropy"};
   const char* colors[] = {"#08519c", "#d94801", "#636363"};
   for (int i = 0; i < 3; ++i)
     s << "<line x1='" << lx << "' x2='" << lx + 24 << "' y1='" << top + 14 + 18 * i << "' y2='" << top + 14 + 18 * i

@@ -46,9 +46,16 @@ class Log {
   std::vector<LogRecord> records_;
 };
 
-// Training loss (raw, faint, and smoothed) and validation loss against the step, with the
-// byte-unigram entropy as a dashed reference line. Written atomically.
-void write_loss_svg(const std::string& path, const std::vector<LogRecord>& records, double unigram_nats);
+// Exponential moving average of `values` with decay `beta`, bias-corrected as Adam's moments:
+// m_t = beta m_(t-1) + (1 - beta) x_t from m_0 = 0, returned as m_t / (1 - beta^t), so the
+// first points average the values seen so far instead of lagging behind them.
+std::vector<double> smooth_ema(const std::vector<double>& values, double beta);
+
+// Training loss (raw, faint, and smoothed with smooth_ema) and validation loss against the
+// step, with the byte-unigram entropy as a dashed reference line; `val_label` names the
+// validation curve in the legend. Written atomically.
+void write_loss_svg(const std::string& path, const std::vector<LogRecord>& records, double unigram_nats,
+                    const std::string& val_label = "validation");
 
 // Writes `text` to `path` through a temporary file and a rename.
 void write_file_atomic(const std::string& path, const std::string& text);

@@ -1,6 +1,7 @@
 // Autograd in Python: Tensor.requires_grad / grad / grad_fn / backward / register_hook,
 // flambeau._C grad-mode switches, autograd.backward / grad / gradcheck. Hooks written in
 // Python run with the GIL taken back; the engine itself runs without it.
+#include <cstdio>
 #include <mutex>
 #include <set>
 
@@ -53,7 +54,11 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
         for (const autograd::Edge& e : n.next) l.append(nb::make_tuple(e.fn, e.input_nr));
         return nb::tuple(l);
       })
-      .def("__repr__", [](const autograd::Node& n) { return "<" + n.name() + ">"; });
+      .def("__repr__", [](const autograd::Node& n) {  // as torch: <ExpBackward0 object at 0x...>
+        char addr[32];
+        std::snprintf(addr, sizeof addr, "%p", static_cast<const void*>(&n));
+        return "<" + n.name() + " object at " + addr + ">";
+      });
 
   cls.def_prop_rw("requires_grad", &Tensor::requires_grad, [](Tensor& t, bool r) { t.requires_grad_(r); })
       .def("requires_grad_", [](nb::handle self, bool r) {

@@ -214,3 +214,23 @@ TEST_F(Parallel, ReduceIsIndependentOfThreadCount) {
                                         [](int64_t a, int64_t b) { return a * 10 + b; });
   EXPECT_EQ(order, 123456789);
 }
+
+TEST_F(Parallel, ForEachVisitsEveryItemOnceAndRethrows) {
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      parallel_for_each(n, [&](int64_t i) { ++hits[size_t(i)]; });
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[size_t(i)].load(), 1) << threads << " threads, n " << n;
+    }
+    try {
+      parallel_for_each(100, [](int64_t i) {
+        if (i == 37) throw IndexError("[test] item 37 is bad");
+      });
+      ADD_FAILURE() << "no exception with " << threads << " threads";
+    } catch (const IndexError& err) {
+      EXPECT_STREQ(err.what(), "[test] item 37 is bad");
+    }
+    EXPECT_THROW(parallel_for_each(50, [](int64_t) { throw std::runtime_error("x"); }), std::runtime_error);
+  }
+}

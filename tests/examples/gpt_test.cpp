@@ -1,12 +1,17 @@
-// flambeau-gpt: settings round trip, the fortunes loader and batches, the schedule, the
-// document mask (packed documents give what each gives alone), and resume: N steps, a
-// checkpoint, M more (on another thread count) equal N + M uninterrupted steps bitwise.
+// flambeau-gpt: settings round trip and --help, the fortunes loader and batches, the schedule,
+// the loss plot's smoothing, the document mask (packed documents give what each gives alone),
+// and resume: N steps, a checkpoint, M more (on another thread count) equal N + M
+// uninterrupted steps bitwise.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/io/safetensors.h"
 #include "gpt/checkpoint.h"
@@ -14,6 +19,7 @@
 #include "gpt/data.h"
 #include "gpt/gpt.h"
 #include "gpt/model.h"
+#include "gpt/report.h"
 #include "test_util.h"
 
 using namespace flambeau;
@@ -201,4 +207,71 @@ TEST(Gpt, Bf16TracksFloat32) {
   for (const auto& state : opt16.state_dict().params)
     for (const auto& [name, t] : state) EXPECT_EQ(t.dtype(), kFloat32) << name;
   fs::remove_all(data);
+}
+
+// The op hook sees exactly the user-level ops of a training step: the model's forward as the
+// code above writes it (its fused ops included), backward, clipping and AdamW as one op each.
+TEST(Gpt, OpHookSeesTheStepsUserLevelOps) {
+  const fs::path data = make_corpus();
+  const gpt::Corpus corpus = gpt::load_fortunes(data.string());
+  gpt::Config c = tiny(data, data / "out");
+  c.grad_clip = 1.0;
+  gpt::Gpt model(c);
+  optim::AdamOptions o;
+  optim::AdamW opt(model.parameters(), o);
+  const gpt::Batch b = gpt::train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, 0);
+  std::vector<std::string> seen;
+  const int id = op_hook::add_listener([&](const op_hook::OpCall& call) { seen.emplace_back(call.name); });
+  gpt::train_step(model, opt, b, c);
+  op_hook::remove_listener(id);
+  std::vector<std::string> want{"document_mask", "create_block_mask", "embedding"};
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    for (const char* op : {"rms_norm", "gpt::qkv_rope", "flex_attention", "transpose", "reshape", "linear", "add",
+                           "rms_norm", "gpt::swiglu", "linear", "add"})
+      want.emplace_back(op);
+  for (const char* op : {"rms_norm", "reshape", "reshape", "linear_cross_entropy", "backward", "clip_grad_norm_",
+                         "_fused_adamw_"})
+    want.emplace_back(op);
+  EXPECT_EQ(seen, want);
+  fs::remove_all(data);
+}
+
+TEST(Gpt, HelpListsEverySettingWithItsDefault) {
+  const std::string help = gpt::settings_help();
+  const gpt::Config defaults;
+  std::vector<std::string> names = {"stop_at", "prompt"};  // not in to_text
+  std::istringstream text(gpt::to_text(defaults));
+  for (std::string line; std::getline(text, line);) names.push_back(line.substr(0, line.find(' ')));
+  for (const std::string& name : names) {
+    const std::string value = gpt::get_option(defaults, name);
+    EXPECT_NE(help.find("  --" + name + " " + (value.empty() ? "\"\"" : value) + " "), std::string::npos) << name;
+    EXPECT_TRUE(gpt::is_setting(name)) << name;
+  }
+  EXPECT_EQ(std::count(help.begin(), help.end(), '\n'), std::ptrdiff_t(names.size()));
+  EXPECT_FALSE(gpt::is_setting("nope"));
+}
+
+TEST(Gpt, SmoothedLossIsBiasCorrected) {
+  const double b = 0.9;
+  // A constant comes out unchanged from the first point on (no pull toward 0 or a start).
+  for (double v : gpt::smooth_ema({2.5, 2.5, 2.5, 2.5}, b)) EXPECT_NEAR(v, 2.5, 1e-12);
+  // By hand: m_t = b m_(t-1) + (1 - b) x_t from 0, divided by 1 - b^t.
+  const std::vector<double> x = {4, 2, 1};
+  const std::vector<double> s = gpt::smooth_ema(x, b);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_NEAR(s[0], 4, 1e-12);
+  EXPECT_NEAR(s[1], (b * 4 + 2) / (1 + b), 1e-12);
+  EXPECT_NEAR(s[2], (b * b * 4 + b * 2 + 1) / (1 + b + b * b), 1e-12);
+  // A falling curve: the corrected average follows it faster than one started at x_0
+  // (the old plot's m_0 = x_0), while staying above it.
+  std::vector<double> fall;
+  for (int i = 0; i < 50; ++i) fall.push_back(5.5 * std::exp(-0.05 * i) + 1.5);
+  const std::vector<double> corrected = gpt::smooth_ema(fall, 0.95);
+  double started = fall[0];
+  for (size_t i = 1; i < fall.size(); ++i) {
+    started = 0.95 * started + 0.05 * fall[i];
+    EXPECT_LT(corrected[i], started) << i;
+    EXPECT_GT(corrected[i], fall[i]) << i;
+  }
+  EXPECT_TRUE(gpt::smooth_ema({}, b).empty());
 }

@@ -4,13 +4,21 @@ Every test starts from the same seeds (numpy's global RNG, Python's `random`, to
 flambeau), so it gives the same inputs alone, in the suite and in any order.
 `--shuffle-seed N` runs the collected tests in an order shuffled with N (replay a failure
 with the seed printed in the header); scripts/test.sh runs file order and two shuffles."""
+import os
 import random
+import sys
 
-import numpy as np
-import pytest
-import torch
+# The tests run against the installed package (scripts/setup.sh: pip install .), never the
+# sources in python/, which lack the compiled extension: drop python/ from sys.path should it
+# be there (pytest started from python/, or PYTHONPATH). The repository root may stay.
+_SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != os.path.realpath(_SOURCES)]
 
-import flambeau as fl
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import flambeau as fl  # noqa: E402
 
 DTYPE_NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 

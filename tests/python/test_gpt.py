@@ -1,6 +1,8 @@
 """flambeau-gpt against the same model written in PyTorch 2.13 (bench/gpt_reference.py):
-with the same weights and batch, the loss and every gradient agree."""
+with the same weights and batch, the loss and every gradient agree; and its command line
+(--help lists every option and setting and exits 0, mistakes exit 2 with a message)."""
 import os
+import re
 import subprocess
 import sys
 
@@ -36,3 +38,38 @@ def test_loss_and_gradients_match_pytorch(tmp_path, window):
         g = t["grad." + name]
         scale = p.grad.abs().max().item()
         torch.testing.assert_close(p.grad, g, rtol=1e-3, atol=1e-4 * scale, msg=lambda m: f"{name}: {m}")
+
+
+def _settings():
+    """The settings' names, read from the one table that defines them (examples/gpt/config.cpp)."""
+    with open(os.path.join(ROOT, "examples", "gpt", "config.cpp")) as f:
+        names = re.findall(r'\{"(\w+)", &Config::\w+,', f.read())
+    assert len(names) > 20
+    return names
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_lists_every_option_and_setting_and_exits_0(flag):
+    assert os.path.exists(GPT), f"build flambeau-gpt first (cmake --build --preset release): {GPT}"
+    for argv in ([flag], ["train", flag], ["train", "--steps", "3", flag]):
+        r = subprocess.run([GPT, *argv], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        for name in ["config", "resume", "checkpoint", "out", "fortunes", *_settings()]:
+            assert any(line.startswith(f"  --{name} ") for line in lines), f"--{name} missing from {flag}"
+        # Each setting: --name, its default, a description.
+        assert any(re.fullmatch(r"  --steps 900 +\S.*", line) for line in lines)
+        assert any(re.fullmatch(r"  --lr 0\.003 +\S.*", line) for line in lines)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--no_such_setting", "1"], "unknown option '--no_such_setting'"),
+    (["train", "--steps"], "option '--steps' needs a value"),
+    (["frobnicate"], "unknown command 'frobnicate'"),
+    ([], "no command"),
+])
+def test_command_line_mistakes_exit_2_with_a_message(argv, message):
+    assert os.path.exists(GPT), f"build flambeau-gpt first (cmake --build --preset release): {GPT}"
+    r = subprocess.run([GPT, *argv], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert message in r.stderr and "usage: flambeau-gpt" in r.stderr

@@ -7,19 +7,25 @@ PyTorch is the truth only on ordinary finite values. Edge values (EDGES: +-inf, 
 huge, tiny) follow a written rule that flambeau must satisfy whatever the CPU:
 
   rule                                               ops
-  IEEE 754 / C99 Annex F, as numpy's float64 gives   exp expm1 sin cos tanh erf abs neg floor
-    (exp(-inf) = 0, sin(inf) = NaN, log(-0) = -inf,  ceil trunc round log log1p sqrt rsqrt
-    sqrt(-0) = -0, 1/sqrt(-0) = -inf, pow(x, 0) = 1, add sub mul div pow atan2 remainder
-    atan2(-0, -0) = -pi, inf - inf = NaN, ...)       floor_divide maximum minimum clamp ...
+  IEEE 754 / C99 Annex F, as numpy's float64 gives   exp exp2 expm1 sin cos tan tanh erf abs
+    (exp(-inf) = 0, sin(inf) = NaN, log(-0) = -inf,  neg floor ceil trunc round log log2 log10
+    sqrt(-0) = -0, 1/sqrt(-0) = -inf, pow(x, 0) = 1, log1p sqrt rsqrt reciprocal add sub mul
+    atan2(-0, -0) = -pi, inf - inf = NaN, 1/-0 = -inf) div pow atan2 remainder floor_divide
+                                                     maximum minimum clamp ...
   the limit of the formula at +-inf                  sigmoid(+inf) = 1, sigmoid(-inf) = 0,
                                                      silu/gelu(+inf) = +inf, silu/gelu(-inf) = 0
   NaN in, NaN out (maximum/minimum/clamp too)        every float op, except where/comparisons
-                                                     (NaN compares unequal, is truthy)
-  sign of zero: as IEEE for                          neg abs floor ceil trunc sqrt mul
+                                                     (NaN compares unequal, is truthy) and sign
+  sign(x) = (0 < x) - (x < 0): sign(NaN) = 0 and     sign
+    sign(-0) = 0, as PyTorch defines it
+  sign of zero: as IEEE for                          neg abs floor ceil trunc sqrt mul reciprocal
                                                      (other ops may return either zero)
 The result is compared with the rule's float64 value rounded to the dtype: infinities and
-NaN exactly, finite values within the op's tolerance. Reductions, scans and sorts follow the
-rules of test_reduction_edge_rules.
+NaN exactly, finite values within the op's tolerance. Tolerances are the dtype's defaults (a
+few units of roundoff) where the op's condition number |x f'(x) / f(x)| stays small on the
+sampled range; tan is sampled on [-1.4, 1.4], where it is below 2.8 / sin(2.8) < 9, away
+from its poles at +-pi/2. Reductions, scans and sorts follow the rules of
+test_reduction_edge_rules.
 
 Floating reductions (sum, mean, prod, var, norm, logsumexp, softmax, cumsum, ...) in
 float32/float64 are checked against a float64 reference with a bound derived from the
@@ -131,8 +137,9 @@ IEEE = {"exp": np.exp, "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "tanh": 
         "sigmoid": sigmoid64, "relu": lambda x: np.where(x > 0, x, np.where(np.isnan(x), x, 0.0)),
         "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "maximum": np.maximum,
         "minimum": np.minimum, "atan2": np.arctan2, "remainder": np.remainder, "floor_divide": np.floor_divide,
-        "pow": np.power}
-SIGNED_ZERO = {"neg", "abs", "floor", "ceil", "trunc", "sqrt", "mul"}
+        "pow": np.power, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "tan": np.tan,
+        "reciprocal": np.reciprocal, "sign": lambda x: np.where(np.isnan(x), 0.0, np.sign(x)) + 0.0}
+SIGNED_ZERO = {"neg", "abs", "floor", "ceil", "trunc", "sqrt", "mul", "reciprocal"}
 
 
 def unary(name, **kw):
@@ -236,6 +243,8 @@ OPS = [
                          "trunc"]],
     unary("log", lo=0.1, hi=5), unary("log1p", lo=0.1, hi=5), unary("sqrt", lo=0, hi=5),
     unary("rsqrt", lo=0.1, hi=5),
+    unary("exp2"), unary("log2", lo=0.1, hi=5), unary("log10", lo=0.1, hi=5), unary("reciprocal"),
+    unary("tan", lo=-1.4, hi=1.4), unary("sign", dtypes=FLOATS + INTS[:2]),
     unary("relu", dtypes=FLOATS + INTS[:2]), Op("abs_int", fl.abs, torch.abs, dtypes=INTS[:3]),
     unary("round", fn=fl.round, torch_fn=torch.round, lo=-5, hi=5),
     Op("gelu", torch_fn=torch.nn.functional.gelu, rule=GELU64),

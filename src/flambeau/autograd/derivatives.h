@@ -22,7 +22,8 @@ Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& result);
 void record_unary(kernels::UnaryOp op, const Tensor& in, Tensor& out);
 void record_softplus(const Tensor& in, double beta, double threshold, Tensor& out);
 
-enum class BinaryGrad { add, sub, mul, div, maximum, minimum, pow, atan2, remainder, none };
+// floor/trunc division have a zero gradient (almost everywhere), stated per op.
+enum class BinaryGrad { add, sub, mul, div, floor_divide, trunc_divide, maximum, minimum, pow, atan2, remainder };
 void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out);
 void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 void record_clamp(const Tensor& t, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out);
@@ -38,17 +39,22 @@ void record_view(const char* name, const Tensor& in, Tensor& out, std::function<
 // slice/narrow/select: the gradient lands in the viewed part of a zero tensor shaped like in.
 void record_slice(const char* name, const Tensor& in, Tensor& out, std::function<Tensor(const Tensor&)> part);
 
-// Reductions over `dims` (empty: all) of `in` into `out`.
-void record_sum(const Tensor& in, const Dims& dims, double scale, Tensor& out);
+// Reductions over `dims` (empty: all) of `in` into `out`; `name`: PyTorch's node name.
+void record_sum(const char* name, const Tensor& in, const Dims& dims, double scale, Tensor& out);
 void record_prod(const Tensor& in, const Dims& dims, Tensor& out);
-void record_extreme(const Tensor& in, const Dims& dims, Tensor& out);
+void record_extreme(const char* name, const Tensor& in, const Dims& dims, Tensor& out);
 // Values of max/min/sort/topk/kthvalue/cummax along dim, picked at `indices`.
+// var, or std when is_std, with denominator max(0, n - correction).
+void record_var(const Tensor& in, const Dims& dims, double denom, bool is_std, Tensor& out);
+void record_norm(const Tensor& in, double p, const Dims& dims, Tensor& out);
+void record_logsumexp(const Tensor& in, const Dims& dims, Tensor& out);
 void record_pick(const char* name, const Tensor& in, int64_t dim, const Tensor& indices, bool keepdim, Tensor& out);
 void record_softmax(const Tensor& in, int64_t dim, bool log, Tensor& out);
 void record_cumsum(const Tensor& in, int64_t dim, Tensor& out);
 void record_cumprod(const Tensor& in, int64_t dim, Tensor& out);
 void record_logcumsumexp(const Tensor& in, int64_t dim, Tensor& out);
 
+void record_dot(const Tensor& a, const Tensor& b, Tensor& out);
 void record_mm(const char* name, const Tensor& a, const Tensor& b, Tensor& out);  // mm and bmm
 void record_addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha, Tensor& out);
 void record_cat(const std::vector<Tensor>& parts, int64_t dim, Tensor& out);
@@ -62,7 +68,7 @@ void record_masked_fill(const Tensor& self, const Tensor& mask, const Tensor& va
 // derivatives_index.cpp: the indexing writes, masked_scatter/select and take. `index` and
 // `dim` are as given to the op (the formulas call the public ops with them).
 // scatter (add false) or scatter_add (add true); a wrapped-number src gets no gradient.
-void record_scatter(const char* name, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool add,
+void record_scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool add,
                     Tensor& out);
 void record_scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                            const std::string& reduce, bool include_self, Tensor& out);

@@ -8,76 +8,138 @@
 namespace flambeau::autograd {
 using kernels::UnaryOp;
 
+namespace {
+// What the backward of a unary op saves: as in PyTorch only the tensor its formula needs,
+// so that in-place changes to the other one are allowed.
+enum class Saves { nothing, input, output };
+struct UnaryRule {
+  const char* name;  // PyTorch's node name
+  Saves saves;
+};
+
+// One case per op, no default: a new op fails to build until its backward is written here.
+UnaryRule unary_rule(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return {"NegBackward0", Saves::nothing};
+    case UnaryOp::abs: return {"AbsBackward0", Saves::input};
+    case UnaryOp::sign: return {"SignBackward0", Saves::nothing};
+    case UnaryOp::exp: return {"ExpBackward0", Saves::output};
+    case UnaryOp::exp2: return {"Exp2Backward0", Saves::output};
+    case UnaryOp::expm1: return {"Expm1Backward0", Saves::output};
+    case UnaryOp::log: return {"LogBackward0", Saves::input};
+    case UnaryOp::log2: return {"Log2Backward0", Saves::input};
+    case UnaryOp::log10: return {"Log10Backward0", Saves::input};
+    case UnaryOp::log1p: return {"Log1PBackward0", Saves::input};
+    case UnaryOp::sqrt: return {"SqrtBackward0", Saves::output};
+    case UnaryOp::rsqrt: return {"RsqrtBackward0", Saves::output};
+    case UnaryOp::reciprocal: return {"ReciprocalBackward0", Saves::output};
+    case UnaryOp::sin: return {"SinBackward0", Saves::input};
+    case UnaryOp::cos: return {"CosBackward0", Saves::input};
+    case UnaryOp::tan: return {"TanBackward0", Saves::output};
+    case UnaryOp::tanh: return {"TanhBackward0", Saves::output};
+    case UnaryOp::sigmoid: return {"SigmoidBackward0", Saves::output};
+    case UnaryOp::relu: return {"ReluBackward0", Saves::output};
+    case UnaryOp::silu: return {"SiluBackward0", Saves::input};
+    case UnaryOp::erf: return {"ErfBackward0", Saves::input};
+    case UnaryOp::floor: return {"FloorBackward0", Saves::nothing};
+    case UnaryOp::ceil: return {"CeilBackward0", Saves::nothing};
+    case UnaryOp::round: return {"RoundBackward0", Saves::nothing};
+    case UnaryOp::trunc: return {"TruncBackward0", Saves::nothing};
+    case UnaryOp::gelu_erf: return {"GeluBackward0", Saves::input};
+    case UnaryOp::gelu_tanh: return {"GeluBackward0", Saves::input};
+  }
+  FLB_CHECK(false, Error, "[autograd] unknown unary op ", int(op));
+}
+
+// d out / d in from the input x or the output y (whichever unary_rule saves); undefined
+// for the ops whose derivative is zero wherever it exists.
+Tensor unary_derivative(UnaryOp op, const Tensor& x, const Tensor& y) {
+  switch (op) {
+    case UnaryOp::neg: return Tensor(-1.0);
+    case UnaryOp::abs: return sign(x);
+    case UnaryOp::exp: return y;
+    case UnaryOp::exp2: return mul(y, std::log(2.0));
+    case UnaryOp::expm1: return add(y, 1);
+    case UnaryOp::log: return reciprocal(x);
+    case UnaryOp::log2: return reciprocal(mul(x, std::log(2.0)));
+    case UnaryOp::log10: return reciprocal(mul(x, std::log(10.0)));
+    case UnaryOp::log1p: return reciprocal(add(x, 1));
+    case UnaryOp::sqrt: return div(Tensor(0.5), y);
+    case UnaryOp::rsqrt: return mul(pow(y, 3), -0.5);
+    case UnaryOp::reciprocal: return neg(mul(y, y));
+    case UnaryOp::sin: return cos(x);
+    case UnaryOp::cos: return neg(sin(x));
+    case UnaryOp::tan: return add(mul(y, y), 1);
+    case UnaryOp::tanh: return sub(Tensor(1), mul(y, y));
+    case UnaryOp::sigmoid: return mul(y, sub(Tensor(1), y));
+    case UnaryOp::relu: return gt(y, 0).to(y.dtype());
+    case UnaryOp::silu: {
+      const Tensor s = sigmoid(x);
+      return mul(s, add(mul(x, sub(Tensor(1), s)), 1));
+    }
+    case UnaryOp::erf: return mul(exp(neg(mul(x, x))), 2.0 / std::sqrt(M_PI));
+    case UnaryOp::gelu_erf: {
+      const Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1), 0.5);
+      const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / std::sqrt(2 * M_PI));
+      return add(cdf, mul(x, pdf));
+    }
+    case UnaryOp::gelu_tanh: {
+      const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+      const Tensor x2 = mul(x, x);
+      const Tensor inner = mul(mul(x, add(mul(x2, c), 1)), k);
+      const Tensor t = tanh(inner);
+      const Tensor dinner = mul(add(mul(x2, 3 * c), 1), k);
+      return add(mul(add(t, 1), 0.5), mul(mul(mul(x, sub(Tensor(1), mul(t, t))), dinner), 0.5));
+    }
+    // Piecewise constant: the derivative is zero wherever it exists (as in PyTorch).
+    case UnaryOp::sign: return Tensor();
+    case UnaryOp::floor: return Tensor();
+    case UnaryOp::ceil: return Tensor();
+    case UnaryOp::round: return Tensor();
+    case UnaryOp::trunc: return Tensor();
+  }
+  FLB_CHECK(false, Error, "[autograd] unknown unary op ", int(op));
+}
+}  // namespace
+
 void record_unary(UnaryOp op, const Tensor& in, Tensor& out) {
   if (!needs_grad(in)) return;
-  // d out / d in, from the input x or the output y (only the one the op needs is saved,
-  // as in PyTorch, so that in-place changes to the other are allowed).
-  auto local = [op](const Tensor& x, const Tensor& y) -> Tensor {
-    switch (op) {
-      case UnaryOp::neg: return Tensor(-1.0);
-      case UnaryOp::abs: return sign(x);
-      case UnaryOp::exp: return y;
-      case UnaryOp::exp2: return mul(y, std::log(2.0));
-      case UnaryOp::expm1: return add(y, 1);
-      case UnaryOp::log: return reciprocal(x);
-      case UnaryOp::log2: return reciprocal(mul(x, std::log(2.0)));
-      case UnaryOp::log10: return reciprocal(mul(x, std::log(10.0)));
-      case UnaryOp::log1p: return reciprocal(add(x, 1));
-      case UnaryOp::sqrt: return div(Tensor(0.5), y);
-      case UnaryOp::rsqrt: return mul(pow(y, 3), -0.5);
-      case UnaryOp::reciprocal: return neg(mul(y, y));
-      case UnaryOp::sin: return cos(x);
-      case UnaryOp::cos: return neg(sin(x));
-      case UnaryOp::tan: return add(mul(y, y), 1);
-      case UnaryOp::tanh: return sub(Tensor(1), mul(y, y));
-      case UnaryOp::sigmoid: return mul(y, sub(Tensor(1), y));
-      case UnaryOp::relu: return gt(y, 0).to(y.dtype());
-      case UnaryOp::silu: {
-        const Tensor s = sigmoid(x);
-        return mul(s, add(mul(x, sub(Tensor(1), s)), 1));
-      }
-      case UnaryOp::erf: return mul(exp(neg(mul(x, x))), 2.0 / std::sqrt(M_PI));
-      case UnaryOp::gelu_erf: {
-        const Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1), 0.5);
-        const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / std::sqrt(2 * M_PI));
-        return add(cdf, mul(x, pdf));
-      }
-      case UnaryOp::gelu_tanh: {
-        const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
-        const Tensor x2 = mul(x, x);
-        const Tensor inner = mul(mul(x, add(mul(x2, c), 1)), k);
-        const Tensor t = tanh(inner);
-        const Tensor dinner = mul(add(mul(x2, 3 * c), 1), k);
-        return add(mul(add(t, 1), 0.5), mul(mul(mul(x, sub(Tensor(1), mul(t, t))), dinner), 0.5));
-      }
-      default: return Tensor();  // sign, floor, ceil, round, trunc: zero almost everywhere
-    }
-  };
-  bool uses_output = false, uses_input = true;
-  switch (op) {
-    case UnaryOp::exp: case UnaryOp::exp2: case UnaryOp::expm1: case UnaryOp::sqrt: case UnaryOp::rsqrt:
-    case UnaryOp::reciprocal: case UnaryOp::tan: case UnaryOp::tanh: case UnaryOp::sigmoid: case UnaryOp::relu:
-      uses_output = true, uses_input = false;
-      break;
-    case UnaryOp::neg: case UnaryOp::sign: case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round:
-    case UnaryOp::trunc:
-      uses_input = false;
-      break;
-    default: break;
-  }
-  record("UnaryBackward", {&out}, {&in}, {uses_input ? in : Tensor(), uses_output ? out : Tensor()},
-         [local](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-           const Tensor d = local(s[0], s[1]);
+  const UnaryRule rule = unary_rule(op);
+  const bool x = rule.saves == Saves::input, y = rule.saves == Saves::output;
+  record(rule.name, {&out}, {&in}, {x ? in : Tensor(), y ? out : Tensor()},
+         [op](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+           const Tensor d = unary_derivative(op, s[0], s[1]);
            return std::vector<Tensor>{d.defined() ? mul(g[0], d) : zeros_like(g[0])};
          });
 }
 
 void record_softplus(const Tensor& in, double beta, double threshold, Tensor& out) {
-  record("SoftplusBackward", {&out}, {&in}, {in}, [beta, threshold](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+  record("SoftplusBackward0", {&out}, {&in}, {in}, [beta, threshold](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
     const Tensor bx = mul(s[0], beta);
     return std::vector<Tensor>{mul(g[0], where(gt(bx, threshold), Tensor(1.0), sigmoid(bx)))};
   });
 }
+
+namespace {
+// PyTorch's node names; its overloads (numbered) depend on which operand is a Python number.
+const char* binary_node_name(BinaryGrad op, const Tensor& a, const Tensor& b) {
+  const bool a_number = a.impl()->wrapped_number, b_number = b.impl()->wrapped_number;
+  switch (op) {
+    case BinaryGrad::add: return "AddBackward0";
+    case BinaryGrad::sub: return a_number && !b_number ? "RsubBackward1" : "SubBackward0";  // 2 - x is rsub
+    case BinaryGrad::mul: return "MulBackward0";
+    case BinaryGrad::div: return "DivBackward0";
+    case BinaryGrad::floor_divide: return "DivBackward2";  // div(rounding_mode=...)
+    case BinaryGrad::trunc_divide: return "DivBackward2";
+    case BinaryGrad::maximum: return "MaximumBackward0";
+    case BinaryGrad::minimum: return "MinimumBackward0";
+    case BinaryGrad::pow: return b_number ? "PowBackward0" : a_number ? "PowBackward2" : "PowBackward1";
+    case BinaryGrad::atan2: return "Atan2Backward0";
+    case BinaryGrad::remainder: return b_number ? "RemainderBackward0" : "RemainderBackward1";
+  }
+  FLB_CHECK(false, Error, "[autograd] unknown binary op ", int(op));
+}
+}  // namespace
 
 void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out) {
   if (!needs_grad(a, b)) return;
@@ -143,18 +205,19 @@ void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha
         return std::vector<Tensor>{g[0], neg(mul(g[0], floor(div(s[0], s[1]))))};
       };
       break;
-    case BinaryGrad::none:
+    case BinaryGrad::floor_divide:
+    case BinaryGrad::trunc_divide:  // piecewise constant: zero gradient wherever it exists
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
         return std::vector<Tensor>{zeros_like(g[0]), zeros_like(g[0])};
       };
       break;
   }
-  record("BinaryBackward", {&out}, {&a, &b}, std::move(saved), std::move(fn));
+  record(binary_node_name(op, a, b), {&out}, {&a, &b}, std::move(saved), std::move(fn));
 }
 
 void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
   if (!needs_grad(a, b)) return;
-  record("WhereBackward", {&out}, {nullptr, &a, &b}, {cond}, [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+  record("WhereBackward0", {&out}, {nullptr, &a, &b}, {cond}, [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
     const Tensor zero = zeros({}, g[0].dtype());
     return std::vector<Tensor>{Tensor(), where(s[0], g[0], zero), where(s[0], zero, g[0])};
   });
@@ -163,7 +226,9 @@ void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
 void record_clamp(const Tensor& t, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out) {
   const Tensor l = lo.value_or(Tensor()), h = hi.value_or(Tensor());
   if (!needs_grad(t, l, h)) return;
-  record("ClampBackward", {&out}, {&t, &l, &h}, {t, l, h}, [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+  // ClampBackward1: bounds given as numbers; ClampBackward0: as tensors.
+  const bool numbers = (!l.defined() || l.impl()->wrapped_number) && (!h.defined() || h.impl()->wrapped_number);
+  record(numbers ? "ClampBackward1" : "ClampBackward0", {&out}, {&t, &l, &h}, {t, l, h}, [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
     const Tensor zero = zeros({}, g[0].dtype());
     Tensor pass = g[0], gl, gh;
     if (s[1].defined()) {
@@ -183,7 +248,7 @@ void record_clamp(const Tensor& t, const std::optional<Tensor>& lo, const std::o
 void record_addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value, bool divide, Tensor& out) {
   if (!needs_grad(self, t1, t2)) return;
   const double v = value.to_double();
-  record(divide ? "AddcdivBackward" : "AddcmulBackward", {&out}, {&self, &t1, &t2}, {t1, t2},
+  record(divide ? "AddcdivBackward0" : "AddcmulBackward0", {&out}, {&self, &t1, &t2}, {t1, t2},
          [v, divide](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
            if (!divide) return std::vector<Tensor>{g[0], mul(g[0], mul(s[1], v)), mul(g[0], mul(s[0], v))};
            const Tensor g1 = div(mul(g[0], v), s[1]);
@@ -193,7 +258,7 @@ void record_addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scal
 
 void record_lerp(const Tensor& start, const Tensor& end, const Tensor& weight, Tensor& out) {
   if (!needs_grad(start, end, weight)) return;
-  record("LerpBackward", {&out}, {&start, &end, &weight}, {start, end, weight},
+  record(weight.impl()->wrapped_number ? "LerpBackward0" : "LerpBackward1", {&out}, {&start, &end, &weight}, {start, end, weight},
          [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
            return std::vector<Tensor>{mul(g[0], sub(Tensor(1), s[2])), mul(g[0], s[2]), mul(g[0], sub(s[1], s[0]))};
          });

@@ -32,12 +32,13 @@ Tensor zero_like_scalar(const Tensor& g) { return Tensor(Scalar(0.0)).to(g.dtype
 
 }  // namespace
 
-void record_scatter(const char* name, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool add,
+void record_scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, bool add,
                     Tensor& out) {
   if (!needs_grad(self, src)) return;
   const bool want_src = requires_grad(src);
   const Dims src_shape = one_d_shape(src);
-  record(name, {&out}, {&self, &src}, {index}, [=](const Grads& g, const Grads& s) {
+  record(add ? "ScatterAddBackward0" : src.impl()->wrapped_number ? "ScatterBackward1" : "ScatterBackward0",
+         {&out}, {&self, &src}, {index}, [=](const Grads& g, const Grads& s) {
     const Tensor gr = one_d(g[0]), idx = one_d(s[0]);
     // scatter overwrites the targets: their old values get no gradient.
     const Tensor gself = add ? g[0] : scatter(gr, dim, idx, Tensor(Scalar(0.0)));
@@ -52,7 +53,7 @@ void record_scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index,
   const bool keep = reduce == "prod" || reduce == "amax" || reduce == "amin";
   const Dims src_shape = one_d_shape(src);
   std::vector<Tensor> saved{index, keep ? self : Tensor(), keep ? src : Tensor(), keep ? out : Tensor()};
-  record("ScatterReduceBackward", {&out}, {&self, &src}, std::move(saved), [=](const Grads& g, const Grads& s) {
+  record("ScatterReduceBackward0", {&out}, {&self, &src}, std::move(saved), [=](const Grads& g, const Grads& s) {
     const Tensor gr = one_d(g[0]), idx = one_d(s[0]);
     Tensor gself, gsrc;
     if (reduce == "sum") {
@@ -100,7 +101,7 @@ void record_index_add(const Tensor& self, int64_t dim, const Tensor& index, cons
   const bool want_src = requires_grad(source);
   const double a = alpha.to_double();
   const Dims src_shape = source.sizes();
-  record("IndexAddBackward", {&out}, {&self, &source}, {index}, [=](const Grads& g, const Grads& s) {
+  record("IndexAddBackward0", {&out}, {&self, &source}, {index}, [=](const Grads& g, const Grads& s) {
     Tensor gsrc;
     if (want_src) {
       gsrc = index_select(g[0], dim, s[0]).reshape(src_shape);
@@ -114,7 +115,7 @@ void record_index_copy(const Tensor& self, int64_t dim, const Tensor& index, con
   if (!needs_grad(self, source)) return;
   const bool want_src = requires_grad(source);
   const Dims src_shape = source.sizes();
-  record("IndexCopyBackward", {&out}, {&self, &source}, {index}, [=](const Grads& g, const Grads& s) {
+  record("IndexCopyBackward0", {&out}, {&self, &source}, {index}, [=](const Grads& g, const Grads& s) {
     return Grads{index_fill(g[0], dim, s[0], zero_like_scalar(g[0])),
                  want_src ? index_select(g[0], dim, s[0]).reshape(src_shape) : Tensor()};
   });
@@ -123,7 +124,7 @@ void record_index_copy(const Tensor& self, int64_t dim, const Tensor& index, con
 void record_index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value, Tensor& out) {
   if (!needs_grad(self, value)) return;
   const bool want_value = requires_grad(value);
-  record("IndexFillBackward", {&out}, {&self, &value}, {index}, [=](const Grads& g, const Grads& s) {
+  record(value.impl()->wrapped_number ? "IndexFillBackward0" : "IndexFillBackward1", {&out}, {&self, &value}, {index}, [=](const Grads& g, const Grads& s) {
     Tensor gvalue;  // every filled element (repeated indices count once)
     if (want_value) gvalue = sum(mul(g[0], index_fill(zeros_like(g[0]), dim, s[0], Tensor(Scalar(1.0)))));
     return Grads{index_fill(g[0], dim, s[0], zero_like_scalar(g[0])), gvalue};
@@ -136,7 +137,7 @@ void record_index_put(const Tensor& self, const std::vector<std::optional<Tensor
   const bool want_values = requires_grad(values);
   auto idx = std::make_shared<std::vector<std::optional<Tensor>>>();  // never differentiated
   for (const auto& t : indices) idx->push_back(t ? std::optional<Tensor>(t->detach()) : std::nullopt);
-  record("IndexPutBackward", {&out}, {&self, &values}, {}, [=](const Grads& g, const Grads&) {
+  record("IndexPutBackward0", {&out}, {&self, &values}, {}, [=](const Grads& g, const Grads&) {
     const Tensor gself = accumulate ? g[0] : index_put(g[0], *idx, zeros({}, g[0].dtype()), false);
     return Grads{gself, want_values ? index(g[0], *idx) : Tensor()};  // summed to values' shape
   });
@@ -146,7 +147,7 @@ void record_masked_scatter(const Tensor& self, const Tensor& mask, const Tensor&
   if (!needs_grad(self, source)) return;
   const bool want_src = requires_grad(source);
   const Dims src_shape = source.sizes();
-  record("MaskedScatterBackward", {&out}, {&self, nullptr, &source}, {mask}, [=](const Grads& g, const Grads& s) {
+  record("MaskedScatterBackward0", {&out}, {&self, nullptr, &source}, {mask}, [=](const Grads& g, const Grads& s) {
     Tensor gsrc;
     if (want_src) {  // source's leading elements went to the true places, in order
       const Tensor picked = masked_select(g[0], s[0]);
@@ -161,7 +162,7 @@ void record_masked_scatter(const Tensor& self, const Tensor& mask, const Tensor&
 void record_masked_select(const Tensor& self, const Tensor& mask, Tensor& out) {
   if (!needs_grad(self)) return;
   const Dims shape = broadcast_shapes(self.sizes(), mask.sizes(), "masked_select");
-  record("MaskedSelectBackward", {&out}, {&self, nullptr}, {mask}, [shape](const Grads& g, const Grads& s) {
+  record("MaskedSelectBackward0", {&out}, {&self, nullptr}, {mask}, [shape](const Grads& g, const Grads& s) {
     return Grads{masked_scatter(zeros(shape, g[0].dtype()), s[0], g[0]), Tensor()};
   });
 }
@@ -170,7 +171,7 @@ void record_take(const Tensor& self, const Tensor& index, Tensor& out) {
   if (!needs_grad(self)) return;
   const Dims shape = self.sizes();
   // index: int64 with negative entries already wrapped.
-  record("TakeBackward", {&out}, {&self}, {index}, [shape](const Grads& g, const Grads& s) {
+  record("TakeBackward0", {&out}, {&self}, {index}, [shape](const Grads& g, const Grads& s) {
     Tensor flat = zeros({numel_of(shape)}, g[0].dtype());
     index_add_(flat, 0, s[0].reshape({-1}), g[0].reshape({-1}));
     return Grads{flat.reshape(shape)};

@@ -84,10 +84,10 @@ void record_slice(const char* name, const Tensor& in, Tensor& out, std::function
   });
 }
 
-void record_sum(const Tensor& in, const Dims& dims, double scale, Tensor& out) {
+void record_sum(const char* name, const Tensor& in, const Dims& dims, double scale, Tensor& out) {
   if (!needs_grad(in)) return;
   const Dims keep = ops::reduced_shape("sum", in, dims, true), shape = in.sizes();
-  record("SumBackward", {&out}, {&in}, {}, [keep, shape, scale](const Grads& g, const Grads&) {
+  record(name, {&out}, {&in}, {}, [keep, shape, scale](const Grads& g, const Grads&) {
     Tensor r = g[0].reshape(keep).expand(shape);
     return Grads{scale == 1 ? r : mul(r, scale)};
   });
@@ -97,19 +97,63 @@ void record_prod(const Tensor& in, const Dims& dims, Tensor& out) {
   if (!needs_grad(in)) return;
   const Dims keep = ops::reduced_shape("prod", in, dims, true);
   // d prod / d x_i = the product of the other factors (exact with zeros, unlike prod / x_i).
-  record("ProdBackward", {&out}, {&in}, {in}, [keep](const Grads& g, const Grads& s) {
+  record(dims.empty() ? "ProdBackward0" : "ProdBackward1", {&out}, {&in}, {in}, [keep](const Grads& g, const Grads& s) {
     return Grads{mul(unreduce(g[0], s[0], keep), others_product(s[0], keep))};
   });
 }
 
-void record_extreme(const Tensor& in, const Dims& dims, Tensor& out) {
+void record_extreme(const char* name, const Tensor& in, const Dims& dims, Tensor& out) {
   if (!needs_grad(in)) return;
   const Dims keep = ops::reduced_shape("amax", in, dims, true);
   // The gradient is shared evenly among the elements equal to the extreme.
-  record("AmaxBackward", {&out}, {&in}, {in, out}, [keep, dims](const Grads& g, const Grads& s) {
+  record(name, {&out}, {&in}, {in, out}, [keep, dims](const Grads& g, const Grads& s) {
     const Tensor hit = eq(s[0], unreduce(s[1], s[0], keep)).to(g[0].dtype());
     const Tensor count = sum(hit, dims, true);
     return Grads{div(mul(unreduce(g[0], s[0], keep), hit), count)};
+  });
+}
+
+namespace {
+// The input in float32 when it is 16-bit (the precision its forward computed in).
+Tensor widened(const Tensor& x) { return is_reduced_float(x.dtype()) ? x.to(kFloat32) : x; }
+}  // namespace
+
+void record_var(const Tensor& in, const Dims& dims, double denom, bool is_std, Tensor& out) {
+  if (!needs_grad(in)) return;
+  const Dims keep = ops::reduced_shape("var", in, dims, true);
+  // d var / dx = 2 (x - mean) / denom; d std / dx = (x - mean) / (denom std).
+  record(is_std ? "StdBackward0" : "VarBackward0", {&out}, {&in}, {in, is_std ? out : Tensor()}, [=](const Grads& g, const Grads& s) {
+    const Tensor x = widened(s[0]);
+    const Tensor centered = sub(x, mean(x, dims, true));
+    const Tensor gk = is_std ? div(g[0], s[1]) : g[0];
+    return Grads{mul(mul(unreduce(gk, x, keep), centered), (is_std ? 1.0 : 2.0) / denom)};
+  });
+}
+
+void record_norm(const Tensor& in, double p, const Dims& dims, Tensor& out) {
+  if (!needs_grad(in)) return;
+  const Dims keep = ops::reduced_shape("norm", in, dims, true);
+  record("LinalgVectorNormBackward0", {&out}, {&in}, {in, out}, [=](const Grads& g, const Grads& s) {
+    const Tensor x = widened(s[0]), n = unreduce(widened(s[1]), x, keep), gk = unreduce(g[0], x, keep);
+    const Tensor zero = zeros({}, x.dtype());
+    if (p == 0) return Grads{zeros_like(x)};
+    if (p == 1) return Grads{mul(gk, sign(x))};
+    if (std::isinf(p)) {  // shared evenly among the elements at the extreme, as in PyTorch
+      const Tensor hit = eq(abs(x), n).to(x.dtype());
+      return Grads{div(mul(mul(gk, sign(x)), hit), sum(hit, dims, true))};
+    }
+    // x |x|^(p-2) / norm^(p-1), taken as 0 where the norm is 0.
+    const Tensor d = p == 2 ? div(x, n) : div(mul(sign(x), pow(abs(x), p - 1)), pow(n, p - 1));
+    return Grads{where(eq(n, 0), zero, mul(gk, d))};
+  });
+}
+
+void record_logsumexp(const Tensor& in, const Dims& dims, Tensor& out) {
+  if (!needs_grad(in)) return;
+  const Dims keep = ops::reduced_shape("logsumexp", in, dims, true);
+  record("LogsumexpBackward0", {&out}, {&in}, {in, out}, [=](const Grads& g, const Grads& s) {
+    const Tensor x = widened(s[0]);
+    return Grads{mul(unreduce(g[0], x, keep), exp(sub(x, unreduce(widened(s[1]), x, keep))))};
   });
 }
 
@@ -126,7 +170,7 @@ void record_pick(const char* name, const Tensor& in, int64_t dim, const Tensor& 
 
 void record_softmax(const Tensor& in, int64_t dim, bool log, Tensor& out) {
   if (!needs_grad(in)) return;
-  record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {&out}, {&in}, {out}, [dim, log](const Grads& g, const Grads& s) {
+  record(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", {&out}, {&in}, {out}, [dim, log](const Grads& g, const Grads& s) {
     const Tensor& y = s[0];
     if (log) return Grads{sub(g[0], mul(exp(y), sum(g[0], {dim}, true)))};
     return Grads{mul(y, sub(g[0], sum(mul(g[0], y), {dim}, true)))};
@@ -136,7 +180,7 @@ void record_softmax(const Tensor& in, int64_t dim, bool log, Tensor& out) {
 void record_cumsum(const Tensor& in, int64_t dim, Tensor& out) {
   if (!needs_grad(in)) return;
   // The reversed cumulative sum of g: total - (inclusive prefix) + g.
-  record("CumsumBackward", {&out}, {&in}, {}, [dim](const Grads& g, const Grads&) {
+  record("CumsumBackward0", {&out}, {&in}, {}, [dim](const Grads& g, const Grads&) {
     if (g[0].dim() == 0) return Grads{g[0]};
     return Grads{add(sub(sum(g[0], {dim}, true), cumsum(g[0], dim)), g[0])};
   });
@@ -147,7 +191,7 @@ void record_cumprod(const Tensor& in, int64_t dim, Tensor& out) {
   // d out_j / d x_i = prod_{m < i} x_m * prod_{i < m <= j} x_m (for j >= i), so
   // grad_i = P_i * T_i with P_i the exclusive prefix product and T_i = g_i + x_{i+1} T_{i+1}:
   // no division, exact when x has zeros.
-  record("CumprodBackward", {&out}, {&in}, {in}, [dim](const Grads& g, const Grads& s) {
+  record("CumprodBackward0", {&out}, {&in}, {in}, [dim](const Grads& g, const Grads& s) {
     return Grads{map_rows({s[0], g[0]}, dim, [](const double* const* in, double* o, int64_t n) {
       const double *x = in[0], *gr = in[1];
       double t = 0;
@@ -164,7 +208,7 @@ void record_logcumsumexp(const Tensor& in, int64_t dim, Tensor& out) {
   // U_i = g_i + exp(y_i - y_{i+1}) U_{i+1}: every exponent is <= 0 (y is non-decreasing).
   // y is recomputed in double: the saved output, rounded to float32, would cost x_i - y_i
   // its precision when the logits are large (x - lse rule of Note [Fused cross_entropy]).
-  record("LogcumsumexpBackward", {&out}, {&in}, {in}, [dim](const Grads& g, const Grads& s) {
+  record("LogcumsumexpBackward0", {&out}, {&in}, {in}, [dim](const Grads& g, const Grads& s) {
     return Grads{map_rows({s[0], g[0]}, dim, [](const double* const* in, double* o, int64_t n) {
       const double *x = in[0], *gr = in[1];
       std::vector<double> ys(static_cast<size_t>(n));
@@ -177,6 +221,14 @@ void record_logcumsumexp(const Tensor& in, int64_t dim, Tensor& out) {
         o[i] = x[i] == -INFINITY ? 0.0 : std::exp(x[i] - y[i]) * u;
       }
     })};
+  });
+}
+
+void record_dot(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (!needs_grad(a, b)) return;
+  const bool ga = requires_grad(a), gb = requires_grad(b);
+  record("DotBackward0", {&out}, {&a, &b}, {gb ? a : Tensor(), ga ? b : Tensor()}, [ga, gb](const Grads& g, const Grads& s) {
+    return Grads{ga ? mul(g[0], s[1]) : Tensor(), gb ? mul(g[0], s[0]) : Tensor()};
   });
 }
 
@@ -194,7 +246,7 @@ void record_mm(const char* name, const Tensor& a, const Tensor& b, Tensor& out) 
 void record_addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha, Tensor& out) {
   if (!needs_grad(self, a, b)) return;
   const double be = beta.to_double(), al = alpha.to_double();
-  record("AddmmBackward", {&out}, {&self, &a, &b}, {a, b}, [be, al](const Grads& g, const Grads& s) {
+  record("AddmmBackward0", {&out}, {&self, &a, &b}, {a, b}, [be, al](const Grads& g, const Grads& s) {
     const Tensor ga = mm(g[0], s[1].t()), gb = mm(s[0].t(), g[0]);
     return Grads{be == 0 ? Tensor() : mul(g[0], be), al == 1 ? ga : mul(ga, al), al == 1 ? gb : mul(gb, al)};
   });
@@ -213,7 +265,7 @@ void record_cat(const std::vector<Tensor>& parts, int64_t dim, Tensor& out) {
   }
   if (!any) return;
   auto node = std::make_shared<FunctionNode>(
-      "CatBackward",
+      "CatBackward0",
       [sizes, dim](const Grads& g, const Grads&) {
         Grads out;
         int64_t at = 0;
@@ -234,7 +286,7 @@ void record_cat(const std::vector<Tensor>& parts, int64_t dim, Tensor& out) {
 void record_index_select(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out) {
   if (!needs_grad(self)) return;
   const Dims shape = self.sizes();
-  record("IndexSelectBackward", {&out}, {&self}, {index}, [shape, dim](const Grads& g, const Grads& s) {
+  record("IndexSelectBackward0", {&out}, {&self}, {index}, [shape, dim](const Grads& g, const Grads& s) {
     return Grads{index_add(zeros(shape, g[0].dtype()), dim, s[0], g[0])};
   });
 }
@@ -242,7 +294,7 @@ void record_index_select(const Tensor& self, int64_t dim, const Tensor& index, T
 void record_gather(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out) {
   if (!needs_grad(self)) return;
   const Dims shape = self.sizes();
-  record("GatherBackward", {&out}, {&self}, {index}, [shape, dim](const Grads& g, const Grads& s) {
+  record("GatherBackward0", {&out}, {&self}, {index}, [shape, dim](const Grads& g, const Grads& s) {
     return Grads{scatter_add(zeros(shape, g[0].dtype()), dim, s[0], g[0])};
   });
 }
@@ -250,7 +302,7 @@ void record_gather(const Tensor& self, int64_t dim, const Tensor& index, Tensor&
 void record_embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx, Tensor& out) {
   if (!needs_grad(weight)) return;
   const int64_t n = weight.size(0);
-  record("EmbeddingBackward", {&out}, {&weight}, {indices}, [n, padding_idx](const Grads& g, const Grads& s) {
+  record("EmbeddingBackward0", {&out}, {&weight}, {indices}, [n, padding_idx](const Grads& g, const Grads& s) {
     return Grads{embedding_dense_backward(g[0], s[0], n, padding_idx)};
   });
 }
@@ -261,7 +313,7 @@ void record_index(const Tensor& self, const std::vector<std::optional<Tensor>>& 
   // Index tensors are kept as they are (they are never differentiated).
   auto idx = std::make_shared<std::vector<std::optional<Tensor>>>();
   for (const auto& t : indices) idx->push_back(t ? std::optional<Tensor>(t->detach()) : std::nullopt);
-  record("IndexBackward", {&out}, {&self}, {}, [shape, idx](const Grads& g, const Grads&) {
+  record("IndexBackward0", {&out}, {&self}, {}, [shape, idx](const Grads& g, const Grads&) {
     Tensor gi = zeros(shape, g[0].dtype());
     index_put_(gi, *idx, g[0], true);
     return Grads{gi};
@@ -270,7 +322,7 @@ void record_index(const Tensor& self, const std::vector<std::optional<Tensor>>& 
 
 void record_masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value, Tensor& out) {
   if (!needs_grad(self, value)) return;
-  record("MaskedFillBackward", {&out}, {&self, nullptr, &value}, {mask}, [](const Grads& g, const Grads& s) {
+  record(value.impl()->wrapped_number ? "MaskedFillBackward0" : "MaskedFillBackward1", {&out}, {&self, nullptr, &value}, {mask}, [](const Grads& g, const Grads& s) {
     const Tensor zero = zeros({}, g[0].dtype());
     return Grads{where(s[0], zero, g[0]), Tensor(), sum(where(s[0], g[0], zero))};
   });

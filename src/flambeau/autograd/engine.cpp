@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "flambeau/autograd/autograd.h"
+#include "flambeau/core/op_hook.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::autograd {
@@ -153,14 +154,18 @@ void queue_callback(std::function<void()> callback) {
   current_callbacks->push_back(std::move(callback));
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+FLB_OP(backward,
+       (const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph),
+       (roots, grads, retain_graph), void) {
   std::vector<Tensor> root_grads;
   const std::vector<Edge> edges = root_edges_of("backward", roots, grads, root_grads);
   run(edges, root_grads, retain_graph, nullptr);
 }
 
-std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+FLB_OP(grad,
+       (const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+        const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused),
+       (outputs, inputs, grad_outputs, retain_graph, allow_unused), std::vector<Tensor>) {
   std::vector<Tensor> root_grads;
   const std::vector<Edge> edges = root_edges_of("grad", outputs, grad_outputs, root_grads);
   std::vector<Capture> captures;

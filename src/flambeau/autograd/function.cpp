@@ -51,9 +51,10 @@ void record(const char* name, std::initializer_list<Tensor*> outputs, std::initi
 void record_many(const char* name, const std::vector<Tensor*>& outs, const std::vector<const Tensor*>& ins,
                  std::vector<Tensor> saved, BackwardFn fn) {
   if (!grad_mode_enabled()) return;
-  bool any = false;
+  bool any = false, differentiable = false;  // integer and bool outputs have no gradient
   for (const Tensor* in : ins) any = any || (in && requires_grad(*in));
-  if (!any) return;
+  for (const Tensor* out : outs) differentiable = differentiable || is_floating(out->dtype());
+  if (!any || !differentiable) return;
   auto node = std::make_shared<FunctionNode>(name, std::move(fn), std::move(saved), ins, outs);
   set_history(outs, node, ins);
 }

@@ -30,8 +30,10 @@ class FunctionNode : public Node {
   std::vector<DType> input_dtypes_, output_dtypes_;
 };
 
-// Makes `outputs` the results of the op `name` over `inputs` when grad mode is on and an
-// input requires grad (else does nothing). Undefined input pointers are allowed.
+// Makes `outputs` the results of the op `name` (PyTorch's node name, e.g. "ExpBackward0") over
+// `inputs` when grad mode is on, an input requires grad and an output is floating (integer
+// and bool results have no gradient, as in PyTorch); else does nothing. Undefined input
+// pointers are allowed.
 void record(const char* name, std::initializer_list<Tensor*> outputs, std::initializer_list<const Tensor*> inputs,
             std::vector<Tensor> saved, BackwardFn fn);
 

@@ -2,6 +2,8 @@
 // and self takes the result's history. When self is a view, the tensor that owns the
 // memory (its base) gets a CopySlices node instead: the base's gradient outside the
 // view goes to the base's previous history, inside it to the result.
+#include <string_view>
+
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
@@ -70,7 +72,7 @@ void refresh_view_history(const Tensor& view) {
   const int64_t elems = int64_t(base.storage()->nbytes / base.element_size());
   const Geometry bg(base), vg(view);
   Tensor out = view;  // shares the impl: record() sets view's history
-  record("AsStridedBackward", {&out}, {&base}, {}, [elems, bg, vg](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+  record("AsStridedBackward0", {&out}, {&base}, {}, [elems, bg, vg](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
     Canvas c = make_canvas(elems, bg, vg, g[0].dtype());
     c.view.copy_(g[0]);
     return std::vector<Tensor>{c.base};
@@ -91,7 +93,7 @@ Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& value) {
   Tensor result = value;
   if (requires_grad(value) && value.is_leaf()) {  // self needs a node of its own to point at the leaf
     result = value.detach();
-    record_identity("CopyBackward", value, result);
+    record_identity("CopyBackwards", value, result);
   }
   const Tensor base = self.view_base();
   FLB_CHECK(!(base.defined() && requires_grad(base) && base.is_leaf()), Error, "[", name,
@@ -105,8 +107,9 @@ Tensor& assign_with_grad(const char* name, Tensor& self, const Tensor& value) {
     return self;
   }
   if (!requires_grad(result)) {  // overwritten by constants: self stays in the graph, with zero gradient
+    // (PyTorch's FillBackward2 for fill_, CopyBackwards for copy_)
     const Tensor old = self;
-    record_zero_grad(name, old, self);
+    record_zero_grad(std::string_view(name) == "fill_" ? "FillBackward2" : "CopyBackwards", old, self);
     return self;
   }
   AutogradMeta& m = meta_of(self);

@@ -5,7 +5,6 @@
 #include <mutex>
 
 #include "flambeau/core/tensor.h"
-#include "flambeau/ops/ops.h"
 
 namespace flambeau {
 
@@ -57,7 +56,7 @@ uint64_t Generator::reserve(uint64_t blocks, std::array<uint32_t, 2>* key) {
 }
 
 Tensor Generator::get_state() const {
-  Tensor state = empty({16}, kUInt8);
+  Tensor state = make_tensor(Storage::allocate(16, kCPU), kUInt8, {16});
   std::lock_guard<std::mutex> lock(impl_->mu);
   for (int i = 0; i < 8; ++i) {
     state.data<uint8_t>()[i] = uint8_t(impl_->seed >> (8 * i));
@@ -70,11 +69,19 @@ void Generator::set_state(const Tensor& state) {
   FLB_CHECK(state.dtype() == kUInt8 && state.numel() == 16, ValueError,
             "[set_state] expected a uint8 tensor of 16 bytes (seed, offset), got ", dtype_name(state.dtype()),
             " of shape ", shape_str(state.sizes()));
-  const Tensor s = state.contiguous();
+  const uint8_t* p = state.data<uint8_t>();
+  auto byte = [&](int64_t i) {  // element i in row-major order, whatever the strides
+    int64_t at = 0;
+    for (int64_t d = state.dim() - 1; d >= 0; --d) {
+      at += (i % state.size(d)) * state.stride(d);
+      i /= state.size(d);
+    }
+    return uint64_t(p[at]);
+  };
   uint64_t seed = 0, offset = 0;
   for (int i = 0; i < 8; ++i) {
-    seed |= uint64_t(s.data<uint8_t>()[i]) << (8 * i);
-    offset |= uint64_t(s.data<uint8_t>()[8 + i]) << (8 * i);
+    seed |= byte(i) << (8 * i);
+    offset |= byte(8 + i) << (8 * i);
   }
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->seed = seed;

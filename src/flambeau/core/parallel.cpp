@@ -59,6 +59,22 @@ void run_parallel(int64_t begin, int64_t end, int64_t grain,
   }
   if (error) std::rethrow_exception(error);
 }
+
+void run_each(int64_t n, const std::function<void(int64_t)>& f) {
+  const int nt = get_num_threads();
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+  for (int64_t i = 0; i < n; ++i) {
+    if (failed.load(std::memory_order_relaxed)) continue;  // an item failed: take no more
+    try {
+      f(i);
+    } catch (...) {
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
 }  // namespace detail
 
 }  // namespace flambeau

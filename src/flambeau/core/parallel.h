@@ -17,6 +17,7 @@ bool in_parallel_region();
 namespace detail {
 void run_parallel(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& f);
+void run_each(int64_t n, const std::function<void(int64_t)>& f);
 }
 
 // f(b, e) is called on disjoint sub-ranges that cover [begin, end).
@@ -28,6 +29,18 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
     return;
   }
   detail::run_parallel(begin, end, grain, f);
+}
+
+// f(i) for each i in [0, n), items handed to threads one at a time as they free up (for
+// items of uneven cost). Results must not depend on which thread runs an item. The first
+// exception thrown by f is re-raised here after the other threads stop taking items.
+template <class F>
+void parallel_for_each(int64_t n, const F& f) {
+  if (n <= 1 || get_num_threads() == 1 || in_parallel_region()) {
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  detail::run_each(n, f);
 }
 
 // Splits [begin, end) into pieces of `piece` elements (the last may be shorter), maps each

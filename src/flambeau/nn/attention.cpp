@@ -3,6 +3,7 @@
 // Bq x Bk score tile exists at a time; the row logsumexp is kept for backward. Backward:
 // per (batch, kv head), tiles of P = exp(S - lse) are rebuilt and dQ, dK, dV accumulated
 // in a fixed order (query heads of a GQA group one after another).
+#include "flambeau/core/op_hook.h"
 #include "flambeau/nn/attention.h"
 
 #include "flambeau/kernels/cpu/blas.h"
@@ -168,9 +169,10 @@ Tensor as_bhle(const Tensor& t) {
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
-                                    std::optional<double> scale, bool enable_gqa) {
+FLB_OP(scaled_dot_product_attention,
+       (const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
+        double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa),
+       (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa), Tensor) {
   FLB_AUTOCAST(lower, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   FLB_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(), ValueError,
             "[scaled_dot_product_attention] expected q, k, v with the same number (>= 3) of dims, got ",
@@ -243,7 +245,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Dims out_shape(q.sizes().begin(), q.sizes().size() - 1);
   out_shape.push_back(p.Ev);
   Tensor result = out.reshape(out_shape);
-  autograd::record("ScaledDotProductAttentionBackward", {&result}, {&q, &k, &v}, {qb, kb, vb, out, lse},
+  autograd::record("ScaledDotProductFlashAttentionForCpuBackward0", {&result}, {&q, &k, &v}, {qb, kb, vb, out, lse},
                    [p, qs = q.sizes(), ks = k.sizes(), vs = v.sizes()](const std::vector<Tensor>& g,
                                                                          const std::vector<Tensor>& s) {
                      const Tensor dout = g[0].reshape({p.B, p.Hq, p.L, p.Ev}).contiguous();

@@ -3,6 +3,7 @@
 // the q-major transposes, slicing, cropping for decode, density and printing.
 #include <sstream>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/nn/flex_internal.h"
 #include "flambeau/ops/ops.h"
 
@@ -139,8 +140,10 @@ BlockMask from_kv_blocks(const Tensor& kv_num_blocks, const Tensor& kv_indices, 
   return m;
 }
 
-BlockMask create_block_mask(MaskModPtr mask_mod, int64_t B, int64_t H, int64_t L, int64_t S, int64_t qbs,
-                            std::optional<int64_t> kv_block) {
+FLB_OP(create_block_mask,
+       (MaskModPtr mask_mod, int64_t B, int64_t H, int64_t L, int64_t S, int64_t qbs,
+        std::optional<int64_t> kv_block),
+       (mask_mod, B, H, L, S, qbs, kv_block), BlockMask) {
   const int64_t kbs = kv_block.value_or(qbs);
   check_sizes(B, H, L, S, qbs, kbs);
   if (!mask_mod) mask_mod = noop_mask();
@@ -161,8 +164,9 @@ BlockMask create_block_mask(MaskModPtr mask_mod, int64_t B, int64_t H, int64_t L
   return from_kv_blocks(pn, pi, fn, fi, qbs, kbs, std::move(mask_mod), std::pair{L, S});
 }
 
-BlockMask create_block_mask_from_rows(const MaskRowsFn& rows, int64_t B, int64_t H, int64_t L, int64_t S, int64_t qbs,
-                                      int64_t kbs) {
+FLB_OP(create_block_mask_from_rows,
+       (const MaskRowsFn& rows, int64_t B, int64_t H, int64_t L, int64_t S, int64_t qbs, int64_t kbs),
+       (rows, B, H, L, S, qbs, kbs), BlockMask) {
   check_sizes(B, H, L, S, qbs, kbs);
   const int64_t nq = ceil_div(L, qbs), nk = ceil_div(S, kbs);
   auto st = std::make_shared<StoredTiles>();

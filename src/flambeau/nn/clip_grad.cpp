@@ -1,4 +1,5 @@
 // Gradient clipping by total norm and by value, without recording autograd history.
+#include "flambeau/core/op_hook.h"
 #include "flambeau/nn/clip_grad.h"
 
 #include "flambeau/autograd/node.h"
@@ -6,7 +7,9 @@
 
 namespace flambeau::nn::utils {
 
-Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type) {
+FLB_OP(clip_grad_norm_,
+       (const std::vector<Tensor>& parameters, double max_norm, double norm_type),
+       (parameters, max_norm, norm_type), Tensor) {
   autograd::NoGradGuard no_grad;
   std::vector<Tensor> norms;
   for (const Tensor& p : parameters)

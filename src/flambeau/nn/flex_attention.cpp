@@ -1,6 +1,7 @@
 // flex_attention(): checks the inputs and the block mask against each other, runs the
 // forward kernel in float32 (16-bit inputs are widened once) and records the backward node,
 // whose inputs are q, k, v and the score_mod's captured tensors.
+#include "flambeau/core/op_hook.h"
 #include "flambeau/nn/flex_attention.h"
 
 #include <cmath>
@@ -79,9 +80,10 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Block
 
 }  // namespace
 
-std::pair<Tensor, Tensor> flex_attention(const Tensor& q, const Tensor& k, const Tensor& v, ScoreModPtr score_mod,
-                                         const std::optional<BlockMask>& block_mask, std::optional<double> scale,
-                                         bool enable_gqa, bool return_lse) {
+FLB_OP(flex_attention,
+       (const Tensor& q, const Tensor& k, const Tensor& v, ScoreModPtr score_mod,
+        const std::optional<BlockMask>& block_mask, std::optional<double> scale, bool enable_gqa, bool return_lse),
+       (q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse), std::pair<Tensor, Tensor>) {
   FLB_AUTOCAST(lower, flex_attention, q, k, v, score_mod, block_mask, scale, enable_gqa, return_lse);
   check_inputs(q, k, v, block_mask ? &*block_mask : nullptr, enable_gqa);
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k.size(2), Ev = v.size(3);
@@ -105,7 +107,7 @@ std::pair<Tensor, Tensor> flex_attention(const Tensor& q, const Tensor& k, const
   std::vector<Tensor*> outputs{&result};
   if (return_lse) outputs.push_back(&lse_out);  // differentiable too
   autograd::record_many(
-      "FlexAttentionBackward", outputs, inputs, {qf, kf, vf, out.detach(), stats},
+      "FlexAttentionBackward0", outputs, inputs, {qf, kf, vf, out.detach(), stats},
       [bm, score_mod, sc, n_cap = captured.size(), needs = [&] {
          std::vector<bool> r;
          for (const Tensor& c : captured) r.push_back(c.requires_grad());

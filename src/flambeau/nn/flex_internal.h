@@ -1,26 +1,17 @@
 // Pieces shared by the FlexAttention files: dynamic scheduling over independent work items
 // and read access to a BlockMask's block lists with batch/head broadcasting.
 #pragma once
-#include <omp.h>
-
-#include <exception>
-
 #include "flambeau/core/parallel.h"
 #include "flambeau/nn/flex_attention.h"
 
 namespace flambeau::nn::attention::detail {
 
-// f(i) for i in [0, n), items handed out one at a time (costs vary: causal rows). Each item
-// writes only its own outputs, so results do not depend on the schedule. f must not throw.
+// f(i) for i in [0, n), items handed out one at a time (costs vary: causal rows), through
+// core/parallel (an exception in f is re-raised in the caller). Each item writes only its
+// own outputs, so results do not depend on the schedule.
 template <class F>
 void for_each_item(int64_t n, const F& f) {
-  const int nt = get_num_threads();
-  if (n <= 1 || nt == 1 || in_parallel_region()) {
-    for (int64_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-  for (int64_t i = 0; i < n; ++i) f(i);
+  parallel_for_each(n, f);
 }
 
 // One list of blocks: count and indices (int32), for a (b, h, row) of a [B, H, rows(, n)] pair.

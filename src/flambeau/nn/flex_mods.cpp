@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/nn/flex_attention.h"
 #include "flambeau/ops/ops.h"
 
@@ -323,7 +324,9 @@ MaskModPtr prefix_lm_mask(int64_t prefix) {
   FLB_CHECK(prefix >= 0, ValueError, "[prefix_lm_mask] prefix length must be >= 0, got ", prefix);
   return std::make_shared<PrefixLM>(prefix);
 }
-MaskModPtr document_mask(const Tensor& doc_ids) { return std::make_shared<Document>(doc_ids); }
+FLB_OP(document_mask,
+       (const Tensor& doc_ids),
+       (doc_ids), MaskModPtr) { return std::make_shared<Document>(doc_ids); }
 MaskModPtr and_masks(std::vector<MaskModPtr> mods) {
   for (const auto& m : mods) FLB_CHECK(m, ValueError, "[and_masks] got a null mask_mod");
   return std::make_shared<Combine>(std::move(mods), true);
@@ -332,9 +335,11 @@ MaskModPtr or_masks(std::vector<MaskModPtr> mods) {
   for (const auto& m : mods) FLB_CHECK(m, ValueError, "[or_masks] got a null mask_mod");
   return std::make_shared<Combine>(std::move(mods), false);
 }
-ScoreModPtr alibi(const Tensor& slopes) { return std::make_shared<Alibi>(slopes); }
+FLB_OP(alibi, (const Tensor& slopes), (slopes), ScoreModPtr) { return std::make_shared<Alibi>(slopes); }
 ScoreModPtr tanh_softcap(double cap) { return std::make_shared<Softcap>(cap); }
-ScoreModPtr relative_bias(const Tensor& table) { return std::make_shared<RelativeBias>(table); }
+FLB_OP(relative_bias,
+       (const Tensor& table),
+       (table), ScoreModPtr) { return std::make_shared<RelativeBias>(table); }
 ScoreModPtr chain_score_mods(std::vector<ScoreModPtr> mods) {
   for (const auto& m : mods) FLB_CHECK(m, ValueError, "[chain_score_mods] got a null score_mod");
   return std::make_shared<Chain>(std::move(mods));

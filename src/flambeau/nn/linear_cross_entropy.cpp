@@ -1,5 +1,6 @@
 // linear_cross_entropy: argument checks, the autograd wiring of the chunked kernel
 // (linear_cross_entropy_kernel.cpp) and the composite reference it is tested against.
+#include "flambeau/core/op_hook.h"
 #include "flambeau/nn/linear_cross_entropy.h"
 
 #include <cmath>
@@ -98,10 +99,13 @@ Tensor safe_targets(const Tensor& target, const Problem& p, const std::optional<
 
 }  // namespace
 
-Tensor linear_cross_entropy(const Tensor& input, const Tensor& linear_weight, const Tensor& target,
-                            const std::optional<Tensor>& linear_bias, const std::optional<Tensor>& weight,
-                            const std::string& reduction, int64_t ignore_index, double label_smoothing, double z_loss,
-                            std::optional<int64_t> chunk_size) {
+FLB_OP(linear_cross_entropy,
+       (const Tensor& input, const Tensor& linear_weight, const Tensor& target,
+        const std::optional<Tensor>& linear_bias, const std::optional<Tensor>& weight,
+        const std::string& reduction, int64_t ignore_index, double label_smoothing, double z_loss,
+        std::optional<int64_t> chunk_size),
+       (input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, z_loss,
+        chunk_size), Tensor) {
   FLB_AUTOCAST(fp32, linear_cross_entropy, input, linear_weight, target, linear_bias, weight, reduction, ignore_index, label_smoothing, z_loss, chunk_size);
   const Problem p = check_args(input, linear_weight, target, linear_bias, weight, reduction, label_smoothing, z_loss,
                                chunk_size);
@@ -152,7 +156,7 @@ Tensor linear_cross_entropy(const Tensor& input, const Tensor& linear_weight, co
     detail::LceArgs opts = args;
     opts.x = opts.w = opts.bias = opts.target = opts.probs = opts.class_weight = Tensor();
     autograd::record(
-        "LinearCrossEntropyBackward", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
+        "LinearCrossEntropyBackward0", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
         {args.x, args.w, args.bias, args.target, args.probs, args.class_weight},
         [opts, row_scales, n = p.N, ct, x_shape](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
           detail::LceArgs a = opts;
@@ -185,7 +189,7 @@ Tensor linear_cross_entropy(const Tensor& input, const Tensor& linear_weight, co
   const Tensor gx = finish(r.grad_x, x_shape), gw = finish(r.grad_w, linear_weight.sizes());
   const Tensor gb = linear_bias ? finish(r.grad_b, linear_bias->sizes()) : Tensor();
   r = {};
-  autograd::record("LinearCrossEntropyBackward", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
+  autograd::record("LinearCrossEntropyBackward0", {&out}, {&input, &linear_weight, linear_bias ? &*linear_bias : nullptr},
                    {gx, gw, gb}, [](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
                      const Tensor& g = grads[0];
                      // Note: with an upstream gradient of exactly 1 the saved buffers are

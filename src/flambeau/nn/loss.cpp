@@ -4,6 +4,7 @@
 // computed.
 #include <cmath>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
@@ -173,7 +174,7 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
   const bool mean = reduction == "mean", none = reduction == "none";
   Tensor out = none ? rows.reshape(c.out_shape) : scalar_tensor(mean ? total / den : total, x.dtype());
   autograd::record(
-      "CrossEntropyBackward", {&out}, {&input}, {x, maxes, logsums},
+      "CrossEntropyLossBackward0", {&out}, {&input}, {x, maxes, logsums},
       [N, C, W, s, den, mean, none, grain, w, safe = c.safe, valid = c.valid](const std::vector<Tensor>& grads,
                                                                         const std::vector<Tensor>& saved) {
         const Tensor g = grads[0].to(saved[0].dtype()).contiguous();
@@ -211,16 +212,20 @@ Tensor fused_cross_entropy(const Tensor& input, const ClassTargets& c, const std
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
-                const std::string& reduction) {
+FLB_OP(nll_loss,
+       (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
+        const std::string& reduction),
+       (input, target, weight, ignore_index, reduction), Tensor) {
   FLB_AUTOCAST(fp32, nll_loss, input, target, weight, ignore_index, reduction);
   check_reduction("nll_loss", reduction);
   const ClassTargets c = class_targets("nll_loss", input, target, weight, ignore_index);
   return nll_from(classes_last(input), c, reduction);
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
-                     int64_t ignore_index, const std::string& reduction, double label_smoothing) {
+FLB_OP(cross_entropy,
+       (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight, int64_t ignore_index,
+        const std::string& reduction, double label_smoothing),
+       (input, target, weight, ignore_index, reduction, label_smoothing), Tensor) {
   FLB_AUTOCAST(fp32, cross_entropy, input, target, weight, ignore_index, reduction, label_smoothing);
   const char* op = "cross_entropy";
   check_reduction(op, reduction);
@@ -260,7 +265,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const std::optio
   return add(mul(nll, 1 - label_smoothing), mul(smooth, label_smoothing / double(classes)));
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+FLB_OP(mse_loss,
+       (const Tensor& input, const Tensor& target, const std::string& reduction),
+       (input, target, reduction), Tensor) {
   FLB_AUTOCAST(fp32, mse_loss, input, target, reduction);
   check_reduction("mse_loss", reduction);
   broadcast_shapes(input.sizes(), target.sizes(), "mse_loss");
@@ -268,15 +275,19 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
   return reduce(mul(d, d), reduction);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+FLB_OP(l1_loss,
+       (const Tensor& input, const Tensor& target, const std::string& reduction),
+       (input, target, reduction), Tensor) {
   FLB_AUTOCAST(fp32, l1_loss, input, target, reduction);
   check_reduction("l1_loss", reduction);
   broadcast_shapes(input.sizes(), target.sizes(), "l1_loss");
   return reduce(abs(sub(input, target)), reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
-                                        const std::string& reduction, const std::optional<Tensor>& pos_weight) {
+FLB_OP(binary_cross_entropy_with_logits,
+       (const Tensor& input, const Tensor& target, const std::optional<Tensor>& weight,
+        const std::string& reduction, const std::optional<Tensor>& pos_weight),
+       (input, target, weight, reduction, pos_weight), Tensor) {
   FLB_AUTOCAST(fp32, binary_cross_entropy_with_logits, input, target, weight, reduction, pos_weight);
   const char* op = "binary_cross_entropy_with_logits";
   check_reduction(op, reduction);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd_norm.h"
@@ -123,7 +124,7 @@ Tensor fused_norm(const char* op, const Tensor& x, const Dims& normalized_shape,
              need_b = bias && autograd::requires_grad(*bias);
   const Tensor* w_in = weight ? &*weight : nullptr;
   const Tensor* b_in = bias ? &*bias : nullptr;
-  autograd::record(rms ? "RmsNormBackward" : "LayerNormBackward", {&out}, {&x, w_in, b_in}, {xc, wc, mean, rstd},
+  autograd::record(rms ? "FusedRmsNormBackward0" : "NativeLayerNormBackward0", {&out}, {&x, w_in, b_in}, {xc, wc, mean, rstd},
                    [s, rms, ct, need_x, need_w, need_b, x_shape = x.sizes(), w_shape = normalized_shape](
                        const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
                      const Tensor dy = grads[0].to(ct).contiguous();
@@ -150,13 +151,17 @@ double machine_epsilon(DType dt) {
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-                  const std::optional<Tensor>& bias, double eps) {
+FLB_OP(layer_norm,
+       (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+        const std::optional<Tensor>& bias, double eps),
+       (x, normalized_shape, weight, bias, eps), Tensor) {
   return fused_norm("layer_norm", x, normalized_shape, weight, bias, eps, false);
 }
 
-Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-                std::optional<double> eps) {
+FLB_OP(rms_norm,
+       (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+        std::optional<double> eps),
+       (x, normalized_shape, weight, eps), Tensor) {
   return fused_norm("rms_norm", x, normalized_shape, weight, {}, eps.value_or(machine_epsilon(x.dtype())), true);
 }
 

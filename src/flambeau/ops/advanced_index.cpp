@@ -2,6 +2,7 @@
 // indexing some dims of a tensor, for reading and for assignment. Boolean masks become
 // integer indices through nonzero; the integer indices broadcast together and are folded
 // into one tensor of element offsets, so reading is a gather and writing a put.
+#include "flambeau/core/op_hook.h"
 #include "flambeau/ops/index_kernels.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
@@ -94,7 +95,7 @@ IndexPlan plan_index(const char* op, const Tensor& self, const IndexList& indice
 
 }  // namespace
 
-Tensor index(const Tensor& self, const IndexList& indices) {
+FLB_OP(index, (const Tensor& self, const IndexList& indices), (self, indices), Tensor) {
   const IndexPlan plan = plan_index("index", self, indices);
   Tensor out = empty(plan.src.sizes(), self.dtype());
   if (out.numel() > 0) gather_with_offsets(out, plan.src, plan.offsets, int64_t(self.element_size()));
@@ -102,7 +103,9 @@ Tensor index(const Tensor& self, const IndexList& indices) {
   return out;
 }
 
-Tensor& index_put_(Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate) {
+FLB_OP(index_put_,
+       (Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate),
+       (self, indices, values, accumulate), Tensor&) {
   if (autograd::needs_grad(self, values))
     return autograd::assign_out_of_place("index_put_", self, [&] { return index_put(self, indices, values, accumulate); });
   FLB_CHECK(values.impl()->wrapped_number || values.dtype() == self.dtype(), TypeError,
@@ -120,7 +123,9 @@ Tensor& index_put_(Tensor& self, const IndexList& indices, const Tensor& values,
   return self;
 }
 
-Tensor index_put(const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate) {
+FLB_OP(index_put,
+       (const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate),
+       (self, indices, values, accumulate), Tensor) {
   Tensor out;
   {
     autograd::NoGradGuard no_grad;

@@ -2,6 +2,7 @@
 // addcdiv, lerp, clamp, where, and result_type (PyTorch's promotion with weak scalars).
 #include <cmath>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/autograd/derivatives.h"
@@ -82,8 +83,12 @@ auto scalar_fn(Bin op, T alpha) {
         case Bin::add: return a || (alpha && b);
         case Bin::mul: case Bin::minimum: return a && b;
         case Bin::maximum: return a || b;
-        default: return a;  // other ops reject bool before getting here
+        // Refused for bool before getting here (sub, the divisions) or computed in int64
+        // (pow) or float (div, atan2).
+        case Bin::sub: case Bin::div: case Bin::floor_divide: case Bin::trunc_divide: case Bin::remainder:
+        case Bin::pow: case Bin::atan2: return a;
       }
+      return a;
     } else if constexpr (std::is_integral_v<T>) {
       switch (op) {
         case Bin::add: return T(U<T>(a) + U<T>(alpha) * U<T>(b));
@@ -105,8 +110,9 @@ auto scalar_fn(Bin op, T alpha) {
         case Bin::pow: return int_pow(a, b);
         case Bin::maximum: return std::max(a, b);
         case Bin::minimum: return std::min(a, b);
-        default: return a;  // div and atan2 are computed in float
+        case Bin::div: case Bin::atan2: return a;  // computed in float, never on integers
       }
+      return a;
     } else {
       switch (op) {
         case Bin::add: return a + alpha * b;
@@ -139,8 +145,10 @@ std::optional<kernels::SimdBinaryOp> simd_op(Bin op, const Scalar& alpha) {
     case Bin::div: return kernels::SimdBinaryOp::div;
     case Bin::maximum: return kernels::SimdBinaryOp::maximum;
     case Bin::minimum: return kernels::SimdBinaryOp::minimum;
-    default: return std::nullopt;
+    case Bin::floor_divide: case Bin::trunc_divide: case Bin::remainder: case Bin::pow: case Bin::atan2:
+      return std::nullopt;  // scalar loop
   }
+  return std::nullopt;
 }
 
 autograd::BinaryGrad grad_kind(Bin op) {
@@ -155,8 +163,10 @@ autograd::BinaryGrad grad_kind(Bin op) {
     case Bin::pow: return G::pow;
     case Bin::atan2: return G::atan2;
     case Bin::remainder: return G::remainder;
-    default: return G::none;  // floor/trunc division: zero gradient
+    case Bin::floor_divide: return G::floor_divide;
+    case Bin::trunc_divide: return G::trunc_divide;
   }
+  FLB_CHECK(false, Error, "[binary] unknown op ", int(op));
 }
 
 Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor* inplace) {
@@ -239,28 +249,40 @@ Tensor ternary_out(const char* name, const Tensor& a, const Tensor& b, const Ten
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) { return binary("add", Bin::add, a, b, alpha, nullptr); }
-Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) { return binary("sub", Bin::sub, a, b, alpha, nullptr); }
-Tensor& add_(Tensor& a, const Tensor& b, Scalar alpha) { return binary("add_", Bin::add, a, b, alpha, &a), a; }
-Tensor& sub_(Tensor& a, const Tensor& b, Scalar alpha) { return binary("sub_", Bin::sub, a, b, alpha, &a), a; }
-Tensor& mul_(Tensor& a, const Tensor& b) { return binary("mul_", Bin::mul, a, b, 1, &a), a; }
+FLB_OP(add,
+       (const Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor) { return binary("add", Bin::add, a, b, alpha, nullptr); }
+FLB_OP(sub,
+       (const Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor) { return binary("sub", Bin::sub, a, b, alpha, nullptr); }
+FLB_OP(add_,
+       (Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor&) { return binary("add_", Bin::add, a, b, alpha, &a), a; }
+FLB_OP(sub_,
+       (Tensor& a, const Tensor& b, Scalar alpha),
+       (a, b, alpha), Tensor&) { return binary("sub_", Bin::sub, a, b, alpha, &a), a; }
+FLB_OP(mul_, (Tensor& a, const Tensor& b), (a, b), Tensor&) { return binary("mul_", Bin::mul, a, b, 1, &a), a; }
 
 static Bin div_kind(const char* name, const std::string& mode) {
   FLB_CHECK(mode.empty() || mode == "floor" || mode == "trunc", ValueError, "[", name,
             "] expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", mode, "'");
   return mode.empty() ? Bin::div : mode == "floor" ? Bin::floor_divide : Bin::trunc_divide;
 }
-Tensor div(const Tensor& a, const Tensor& b, const std::string& mode) {
+FLB_OP(div, (const Tensor& a, const Tensor& b, const std::string& mode), (a, b, mode), Tensor) {
   return binary("div", div_kind("div", mode), a, b, 1, nullptr);
 }
-Tensor& div_(Tensor& a, const Tensor& b, const std::string& mode) {
+FLB_OP(div_, (Tensor& a, const Tensor& b, const std::string& mode), (a, b, mode), Tensor&) {
   return binary("div_", div_kind("div_", mode), a, b, 1, &a), a;
 }
 
-#define FLB_DEFINE_BINARY(name) \
-  Tensor name(const Tensor& a, const Tensor& b) { return binary(#name, Bin::name, a, b, 1, nullptr); }
-#define FLB_DEFINE_BINARY_(name)                                                        \
-  Tensor& name##_(Tensor& a, const Tensor& b) { return binary(#name "_", Bin::name, a, b, 1, &a), a; } \
+#define FLB_DEFINE_BINARY(name)                                   \
+  FLB_OP(name, (const Tensor& a, const Tensor& b), (a, b), Tensor) { \
+    return binary(#name, Bin::name, a, b, 1, nullptr);              \
+  }
+#define FLB_DEFINE_BINARY_(name)                                                                 \
+  FLB_OP(name##_, (Tensor& a, const Tensor& b), (a, b), Tensor&) {                              \
+    return binary(#name "_", Bin::name, a, b, 1, &a), a;                                         \
+  }                                                                                              \
   Tensor& Tensor::name##_(const Tensor& o) { return flambeau::name##_(*this, o); }
 FLB_BINARY_OPS(FLB_DEFINE_BINARY)
 FLB_BINARY_INPLACE_OPS(FLB_DEFINE_BINARY_)
@@ -268,15 +290,23 @@ FLB_BINARY_INPLACE_OPS(FLB_DEFINE_BINARY_)
 #undef FLB_DEFINE_BINARY_
 
 #define FLB_DEFINE_COMPARE(name) \
-  Tensor name(const Tensor& a, const Tensor& b) { return compare(#name, Cmp::name, a, b); }
+  FLB_OP(name, (const Tensor& a, const Tensor& b), (a, b), Tensor) { return compare(#name, Cmp::name, a, b); }
 FLB_COMPARE_OPS(FLB_DEFINE_COMPARE)
 #undef FLB_DEFINE_COMPARE
 
-Tensor logical_and(const Tensor& a, const Tensor& b) { return logical("logical_and", a, b, [](bool x, bool y) { return x && y; }); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return logical("logical_or", a, b, [](bool x, bool y) { return x || y; }); }
-Tensor logical_xor(const Tensor& a, const Tensor& b) { return logical("logical_xor", a, b, [](bool x, bool y) { return x != y; }); }
+FLB_OP(logical_and, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
+  return logical("logical_and", a, b, [](bool x, bool y) { return x && y; });
+}
+FLB_OP(logical_or, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
+  return logical("logical_or", a, b, [](bool x, bool y) { return x || y; });
+}
+FLB_OP(logical_xor, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
+  return logical("logical_xor", a, b, [](bool x, bool y) { return x != y; });
+}
 
-Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+FLB_OP(addcmul,
+       (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
   Tensor out = ternary_out("addcmul", self, t1, t2, dt);
   ops::ElemLoop L = ops::make_elem_loop(out, {self, t1, t2});
@@ -289,7 +319,9 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar va
   return out;
 }
 
-Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+FLB_OP(addcdiv,
+       (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
   FLB_CHECK(is_floating(dt), TypeError, "[addcdiv] integer division with addcdiv is not supported (inputs ",
             dtype_name(t1.dtype()), " and ", dtype_name(t2.dtype()), ")");
@@ -303,7 +335,7 @@ Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar va
   return out;
 }
 
-Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+FLB_OP(lerp, (const Tensor& start, const Tensor& end, const Tensor& weight), (start, end, weight), Tensor) {
   FLB_CHECK(start.dtype() == end.dtype() && is_floating(start.dtype()), TypeError,
             "[lerp] expected start and end to be floating tensors of the same dtype, got ",
             dtype_name(start.dtype()), " and ", dtype_name(end.dtype()));
@@ -333,20 +365,24 @@ Tensor& assign_inplace(const char* op, Tensor& self, bool grad, const F& compute
 }
 }  // namespace
 
-Tensor& addcmul_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+FLB_OP(addcmul_,
+       (Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor&) {
   return assign_inplace("addcmul_", self, autograd::needs_grad(self, t1, t2),
                         [&](const Tensor& s) { return addcmul(s, t1, t2, value); });
 }
-Tensor& addcdiv_(Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value) {
+FLB_OP(addcdiv_,
+       (Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+       (self, t1, t2, value), Tensor&) {
   return assign_inplace("addcdiv_", self, autograd::needs_grad(self, t1, t2),
                         [&](const Tensor& s) { return addcdiv(s, t1, t2, value); });
 }
-Tensor& lerp_(Tensor& start, const Tensor& end, const Tensor& weight) {
+FLB_OP(lerp_, (Tensor& start, const Tensor& end, const Tensor& weight), (start, end, weight), Tensor&) {
   return assign_inplace("lerp_", start, autograd::needs_grad(start, end, weight),
                         [&](const Tensor& s) { return lerp(s, end, weight); });
 }
 
-Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
+FLB_OP(clamp, (const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max), (t, min, max), Tensor) {
   FLB_CHECK(min || max, ValueError, "[clamp] at least one of 'min' or 'max' must not be None");
   Tensor r;
   {
@@ -357,12 +393,12 @@ Tensor clamp(const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> m
   autograd::record_clamp(t, min, max, r);
   return r;
 }
-Tensor& clamp_(Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max) {
+FLB_OP(clamp_, (Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max), (t, min, max), Tensor&) {
   const bool grad = autograd::needs_grad(t, min.value_or(Tensor()), max.value_or(Tensor()));
   return assign_inplace("clamp_", t, grad, [&](const Tensor& s) { return clamp(s, min, max); });
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+FLB_OP(where, (const Tensor& cond, const Tensor& a, const Tensor& b), (cond, a, b), Tensor) {
   FLB_CHECK(cond.dtype() == kBool, TypeError, "[where] expected condition to be a boolean tensor, but got a tensor with dtype ",
             dtype_name(cond.dtype()));
   const DType dt = result_type(a, b);

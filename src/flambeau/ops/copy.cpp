@@ -2,6 +2,7 @@
 // clone, fill_. A transposed 2-D copy goes tile by tile so both sides stay in cache.
 #include <cstring>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
@@ -74,40 +75,58 @@ void copy_values(const Tensor& dst, const Tensor& src) {
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  FLB_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), ValueError,
-            "[copy_] source of shape ", shape_str(src.sizes()), " cannot be broadcast to ", shape_str(sizes()));
-  if (autograd::needs_grad(*this, src)) {
-    // Every value is replaced: the gradient goes to src (cast and broadcast back) only.
-    Tensor value = src.to(dtype());
-    if (value.sizes() != sizes()) value = value.expand(sizes());
-    return autograd::assign_with_grad("copy_", *this, value);
-  }
-  copy_values(*this, src);
-  return *this;
+  return op_hook::op("copy_", *this, src)([&]() -> Tensor& {
+    FLB_CHECK(src.dim() <= dim() && broadcast_shapes(sizes(), src.sizes(), "copy_") == sizes(), ValueError,
+              "[copy_] source of shape ", shape_str(src.sizes()), " cannot be broadcast to ", shape_str(sizes()));
+    if (autograd::needs_grad(*this, src)) {
+      // Every value is replaced: the gradient goes to src only (the node casts it to src's
+      // dtype and sums it to src's shape).
+      Tensor value;
+      {
+        autograd::NoGradGuard no_grad;
+        value = src.to(dtype());
+        if (value.sizes() != sizes()) value = value.expand(sizes());
+        value = value.detach();
+      }
+      autograd::record_identity("CopyBackwards", src, value);
+      return autograd::assign_with_grad("copy_", *this, value);
+    }
+    copy_values(*this, src);
+    return *this;
+  });
 }
 
 Tensor& Tensor::fill_(Scalar value) {
-  Tensor v = scalar_tensor(value, dtype());
-  return copy_(v);
+  return op_hook::op("fill_", *this, value)([&]() -> Tensor& {
+    Tensor v = scalar_tensor(value, dtype());
+    if (autograd::needs_grad(*this)) return autograd::assign_with_grad("fill_", *this, v.expand(sizes()));
+    return copy_(v);
+  });
 }
 
 Tensor Tensor::contiguous() const {
-  return is_contiguous() ? *this : clone();
+  return op_hook::op("contiguous", *this)([&]() -> Tensor {
+    return is_contiguous() ? *this : clone();
+  });
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), dtype(), device());
-  copy_values(out, *this);
-  autograd::record_identity("CloneBackward", *this, out);
-  return out;
+  return op_hook::op("clone", *this)([&]() -> Tensor {
+    Tensor out = empty(sizes(), dtype(), device());
+    copy_values(out, *this);
+    autograd::record_identity("CloneBackward0", *this, out);
+    return out;
+  });
 }
 
 Tensor Tensor::to(DType dt) const {
-  if (dt == dtype()) return *this;
-  Tensor out = empty(sizes(), dt, device());
-  copy_values(out, *this);
-  autograd::record_identity("ToCopyBackward", *this, out);
-  return out;
+  return op_hook::op("to", *this, dt)([&]() -> Tensor {
+    if (dt == dtype()) return *this;
+    Tensor out = empty(sizes(), dt, device());
+    copy_values(out, *this);
+    autograd::record_identity("ToCopyBackward0", *this, out);
+    return out;
+  });
 }
 
 }  // namespace flambeau

@@ -2,6 +2,7 @@
 // scalar_tensor and from_vector.
 #include <cmath>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/kernels/cpu/cast.h"
 #include "flambeau/ops/ops.h"
 
@@ -12,19 +13,25 @@ DType scalar_default_dtype(const Scalar& s) {
 }
 }  // namespace
 
-Tensor empty(const Dims& shape, DType dtype, Device device) {
+FLB_OP(empty, (const Dims& shape, DType dtype, Device device), (shape, dtype, device), Tensor) {
   check_device_available(device, "empty");
   return make_tensor(Storage::allocate(checked_nbytes(shape, itemsize(dtype), "empty"), device), dtype, shape);
 }
 
-Tensor zeros(const Dims& shape, DType dtype, Device device) { return empty(shape, dtype, device).fill_(0); }
-Tensor ones(const Dims& shape, DType dtype, Device device) { return empty(shape, dtype, device).fill_(1); }
+FLB_OP(zeros,
+       (const Dims& shape, DType dtype, Device device),
+       (shape, dtype, device), Tensor) { return empty(shape, dtype, device).fill_(0); }
+FLB_OP(ones,
+       (const Dims& shape, DType dtype, Device device),
+       (shape, dtype, device), Tensor) { return empty(shape, dtype, device).fill_(1); }
 
-Tensor full(const Dims& shape, Scalar value, std::optional<DType> dtype, Device device) {
+FLB_OP(full,
+       (const Dims& shape, Scalar value, std::optional<DType> dtype, Device device),
+       (shape, value, dtype, device), Tensor) {
   return empty(shape, dtype.value_or(scalar_default_dtype(value)), device).fill_(value);
 }
 
-Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) {
+FLB_OP(scalar_tensor, (Scalar value, std::optional<DType> dtype), (value, dtype), Tensor) {
   Tensor t = make_tensor(Storage::allocate(itemsize(dtype.value_or(scalar_default_dtype(value))), kCPU),
                          dtype.value_or(scalar_default_dtype(value)), {});
   visit_dtype(t.dtype(), [&]<class T>() { *static_cast<T*>(t.data_ptr()) = kernels::scalar_to<T>(value); });
@@ -32,9 +39,11 @@ Tensor scalar_tensor(Scalar value, std::optional<DType> dtype) {
 }
 
 
-Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
+FLB_OP(arange, (Scalar end, std::optional<DType> dtype), (end, dtype), Tensor) { return arange(0, end, 1, dtype); }
 
-Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype) {
+FLB_OP(arange,
+       (Scalar start, Scalar end, Scalar step, std::optional<DType> dtype),
+       (start, end, step, dtype), Tensor) {
   const bool any_float = start.is_floating() || end.is_floating() || step.is_floating();
   const DType dt = dtype.value_or(any_float ? kDefaultFloat : kInt64);
   const double s = start.to_double(), e = end.to_double(), st = step.to_double();
@@ -66,7 +75,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype)
   return t;
 }
 
-Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+FLB_OP(linspace, (double start, double end, int64_t steps, DType dtype), (start, end, steps, dtype), Tensor) {
   FLB_CHECK(steps >= 0, ValueError, "[linspace] number of steps must be non-negative, got ", steps);
   Tensor t = empty({steps}, dtype);
   visit_dtype(dtype, [&]<class T>() {
@@ -86,7 +95,7 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
   return t;
 }
 
-Tensor eye(int64_t n, int64_t m, DType dtype) {
+FLB_OP(eye, (int64_t n, int64_t m, DType dtype), (n, m, dtype), Tensor) {
   if (m < 0) m = n;
   FLB_CHECK(n >= 0, ValueError, "[eye] n must be greater or equal to 0, got ", n);
   Tensor t = zeros({n, m}, dtype);
@@ -97,12 +106,16 @@ Tensor eye(int64_t n, int64_t m, DType dtype) {
   return t;
 }
 
-Tensor empty_like(const Tensor& t, std::optional<DType> dtype) {
+FLB_OP(empty_like, (const Tensor& t, std::optional<DType> dtype), (t, dtype), Tensor) {
   return empty(t.sizes(), dtype.value_or(t.dtype()), t.device());
 }
-Tensor zeros_like(const Tensor& t, std::optional<DType> dtype) { return empty_like(t, dtype).fill_(0); }
-Tensor ones_like(const Tensor& t, std::optional<DType> dtype) { return empty_like(t, dtype).fill_(1); }
-Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype) {
+FLB_OP(zeros_like,
+       (const Tensor& t, std::optional<DType> dtype),
+       (t, dtype), Tensor) { return empty_like(t, dtype).fill_(0); }
+FLB_OP(ones_like,
+       (const Tensor& t, std::optional<DType> dtype),
+       (t, dtype), Tensor) { return empty_like(t, dtype).fill_(1); }
+FLB_OP(full_like, (const Tensor& t, Scalar value, std::optional<DType> dtype), (t, value, dtype), Tensor) {
   return empty_like(t, dtype).fill_(value);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/ops/index_kernels.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
@@ -207,7 +208,7 @@ Tensor on_copy(const Tensor& self, const F& op) {
 
 }  // namespace
 
-Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
+FLB_OP(gather, (const Tensor& self, int64_t dim, const Tensor& index), (self, dim, index), Tensor) {
   const Checked c = check_scatter("gather", self, dim, index, nullptr);
   const Tensor self1 = at_least_1d(self);
   Tensor out = empty(c.index.sizes(), self.dtype());
@@ -224,31 +225,41 @@ Tensor gather(const Tensor& self, int64_t dim, const Tensor& index) {
 
 // The in-place forms on tensors that need grad compute the result out of place and give it
 // to self (autograd::assign_with_grad); otherwise they write self directly.
-Tensor& scatter_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+FLB_OP(scatter_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor&) {
   if (autograd::needs_grad(self, src))
     return autograd::assign_out_of_place("scatter_", self, [&] { return scatter(self, dim, index, src); });
   return scatter_impl("scatter", self, dim, index, src, Reduce::Assign);
 }
-Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+FLB_OP(scatter,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter", o, dim, index, src, Reduce::Assign); });
-  autograd::record_scatter("ScatterBackward", self, dim, index, src, false, out);
+  autograd::record_scatter(self, dim, index, src, false, out);
   return out;
 }
-Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+FLB_OP(scatter_add_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor&) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
   if (autograd::needs_grad(self, src))
     return autograd::assign_out_of_place("scatter_add_", self, [&] { return scatter_add(self, dim, index, src); });
   return scatter_impl("scatter_add", self, dim, index, src, Reduce::Sum);
 }
-Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+FLB_OP(scatter_add,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+       (self, dim, index, src), Tensor) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter_add", o, dim, index, src, Reduce::Sum); });
-  autograd::record_scatter("ScatterAddBackward", self, dim, index, src, true, out);
+  autograd::record_scatter(self, dim, index, src, true, out);
   return out;
 }
 
-Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-                        bool include_self) {
+FLB_OP(scatter_reduce_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+        bool include_self),
+       (self, dim, index, src, reduce, include_self), Tensor&) {
   if (autograd::needs_grad(self, src))  // on a clone: the backward keeps self's old values
     return autograd::inplace_with_grad("scatter_reduce_", self, [&](const Tensor& s) {
       return scatter_reduce(s, dim, index, src, reduce, include_self);
@@ -286,14 +297,16 @@ Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Te
   }
   return self;
 }
-Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-                      bool include_self) {
+FLB_OP(scatter_reduce,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+        bool include_self),
+       (self, dim, index, src, reduce, include_self), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_reduce_(o, dim, index, src, reduce, include_self); });
   autograd::record_scatter_reduce(self, dim, index, src, reduce, include_self, out);
   return out;
 }
 
-Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+FLB_OP(index_select, (const Tensor& self, int64_t dim, const Tensor& index), (self, dim, index), Tensor) {
   const Checked c = check_index_op("index_select", self, dim, index, nullptr, false);
   FLB_CHECK(self.dim() > 0 || c.index.numel() == 1, ValueError,
             "[index_select] index to a 0-dim tensor can have only 1 value, got ", c.index.numel());
@@ -312,28 +325,38 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   return out;
 }
 
-Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+FLB_OP(index_add_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha),
+       (self, dim, index, source, alpha), Tensor&) {
   if (autograd::needs_grad(self, source))
     return autograd::assign_out_of_place("index_add_", self, [&] { return index_add(self, dim, index, source, alpha); });
   return index_scatter("index_add", self, dim, index, source, Reduce::Sum, alpha);
 }
-Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+FLB_OP(index_add,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha),
+       (self, dim, index, source, alpha), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_add", o, dim, index, source, Reduce::Sum, alpha); });
   autograd::record_index_add(self, dim, index, source, alpha, out);
   return out;
 }
-Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+FLB_OP(index_copy_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& source),
+       (self, dim, index, source), Tensor&) {
   if (autograd::needs_grad(self, source))
     return autograd::assign_out_of_place("index_copy_", self, [&] { return index_copy(self, dim, index, source); });
   return index_scatter("index_copy", self, dim, index, source, Reduce::Assign, 1);
 }
-Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+FLB_OP(index_copy,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source),
+       (self, dim, index, source), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_copy", o, dim, index, source, Reduce::Assign, 1); });
   autograd::record_index_copy(self, dim, index, source, out);
   return out;
 }
 
-Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+FLB_OP(index_fill_,
+       (Tensor& self, int64_t dim, const Tensor& index, const Tensor& value),
+       (self, dim, index, value), Tensor&) {
   if (autograd::needs_grad(self, value))
     return autograd::assign_out_of_place("index_fill_", self, [&] { return index_fill(self, dim, index, value); });
   FLB_CHECK(value.dim() == 0, ValueError, "[index_fill] value must be a number or a 0-dim tensor, got shape ",
@@ -345,13 +368,15 @@ Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const Tensor
   scatter_kernel(self1, c.dim, spread_index(c.index, shape, c.dim), nullptr, value.item(), Reduce::Assign);
   return self;
 }
-Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value) {
+FLB_OP(index_fill,
+       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value),
+       (self, dim, index, value), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_fill_(o, dim, index, value); });
   autograd::record_index_fill(self, dim, index, value, out);
   return out;
 }
 
-Tensor take(const Tensor& self, const Tensor& index) {
+FLB_OP(take, (const Tensor& self, const Tensor& index), (self, index), Tensor) {
   const Tensor idx = index_to_int64("take", index, false);
   const int64_t n = self.numel();
   const Tensor wrapped = wrap_negative(idx, n, check_index_range("take", idx, 0, n, true));
@@ -364,7 +389,7 @@ Tensor take(const Tensor& self, const Tensor& index) {
   return out;
 }
 
-Tensor one_hot(const Tensor& t, int64_t num_classes) {
+FLB_OP(one_hot, (const Tensor& t, int64_t num_classes), (t, num_classes), Tensor) {
   FLB_CHECK(t.dtype() == kInt64, TypeError, "[one_hot] is only applicable to index tensors of dtype int64, got ",
             dtype_name(t.dtype()));
   if (num_classes == -1) {
@@ -383,7 +408,9 @@ Tensor one_hot(const Tensor& t, int64_t num_classes) {
   return scatter_(out, -1, t.unsqueeze(-1), 1);
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
+FLB_OP(embedding,
+       (const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx),
+       (weight, indices, padding_idx), Tensor) {
   FLB_CHECK(weight.dim() == 2, ValueError, "[embedding] weight must be 2-D, got shape ", shape_str(weight.sizes()));
   if (padding_idx)
     FLB_CHECK(*padding_idx >= -weight.size(0) && *padding_idx < weight.size(0), ValueError,
@@ -403,8 +430,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   return out;
 }
 
-Tensor embedding_dense_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
-                                std::optional<int64_t> padding_idx, bool scale_grad_by_freq) {
+FLB_OP(embedding_dense_backward,
+       (const Tensor& grad_output, const Tensor& indices, int64_t num_weights, std::optional<int64_t> padding_idx,
+        bool scale_grad_by_freq),
+       (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq), Tensor) {
   const int64_t dim = grad_output.dim() > 0 ? grad_output.size(-1) : 0;
   FLB_CHECK(grad_output.dim() == indices.dim() + 1 && grad_output.numel() == indices.numel() * dim, ValueError,
             "[embedding_backward] grad_output ", shape_str(grad_output.sizes()), " does not match indices ",

@@ -1,10 +1,11 @@
 // Joining and splitting: cat, stack, split, chunk.
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
 
-Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+FLB_OP(cat, (const std::vector<Tensor>& tensors, int64_t dim), (tensors, dim), Tensor) {
   FLB_CHECK(!tensors.empty(), ValueError, "[cat] expected a non-empty list of tensors");
   // As in PyTorch, 1-D empty tensors are skipped whatever the other shapes are.
   std::vector<const Tensor*> parts;
@@ -46,7 +47,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   return out;
 }
 
-Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+FLB_OP(stack, (const std::vector<Tensor>& tensors, int64_t dim), (tensors, dim), Tensor) {
   FLB_CHECK(!tensors.empty(), ValueError, "[stack] expected a non-empty list of tensors");
   dim = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> parts;
@@ -58,7 +59,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(parts, dim);
 }
 
-std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
+FLB_OP(split, (const Tensor& t, int64_t split_size, int64_t dim), (t, split_size, dim), std::vector<Tensor>) {
   FLB_CHECK(t.dim() > 0, ValueError, "[split] expected at least a 1-dimensional tensor");
   dim = wrap_dim(dim, t.dim(), "split");
   const int64_t n = t.size(dim);
@@ -70,7 +71,9 @@ std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
   return out;
 }
 
-std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim) {
+FLB_OP(split,
+       (const Tensor& t, const std::vector<int64_t>& sizes, int64_t dim),
+       (t, sizes, dim), std::vector<Tensor>) {
   FLB_CHECK(t.dim() > 0, ValueError, "[split] expected at least a 1-dimensional tensor");
   dim = wrap_dim(dim, t.dim(), "split");
   int64_t total = 0;
@@ -89,7 +92,7 @@ std::vector<Tensor> split(const Tensor& t, const std::vector<int64_t>& sizes, in
   return out;
 }
 
-std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
+FLB_OP(chunk, (const Tensor& t, int64_t chunks, int64_t dim), (t, chunks, dim), std::vector<Tensor>) {
   FLB_CHECK(chunks > 0, ValueError, "[chunk] chunk expects `chunks` to be greater than 0, got: ", chunks);
   FLB_CHECK(t.dim() > 0, ValueError, "[chunk] expected at least a 1-dimensional tensor");
   const int64_t n = t.size(wrap_dim(dim, t.dim(), "chunk"));

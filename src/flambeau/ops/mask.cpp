@@ -1,4 +1,5 @@
 // Boolean-mask ops: masked_fill, masked_select, masked_scatter, nonzero.
+#include "flambeau/core/op_hook.h"
 #include "flambeau/ops/index_kernels.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
@@ -20,7 +21,7 @@ void check_mask_fits(const char* op, const Tensor& self, const Tensor& mask) {
 
 }  // namespace
 
-Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
+FLB_OP(masked_fill_, (Tensor& self, const Tensor& mask, const Tensor& value), (self, mask, value), Tensor&) {
   FLB_CHECK(value.dim() == 0, ValueError, "[masked_fill] value must be a number or a 0-dim tensor, got shape ",
             shape_str(value.sizes()));
   check_mask_fits("masked_fill", self, mask);
@@ -38,7 +39,7 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, const Tensor& value) {
   return self;
 }
 
-Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) {
+FLB_OP(masked_fill, (const Tensor& self, const Tensor& mask, const Tensor& value), (self, mask, value), Tensor) {
   check_mask("masked_fill", mask);
   Tensor out = empty(broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill"), self.dtype());
   {
@@ -50,7 +51,7 @@ Tensor masked_fill(const Tensor& self, const Tensor& mask, const Tensor& value) 
   return out;
 }
 
-Tensor masked_select(const Tensor& self, const Tensor& mask) {
+FLB_OP(masked_select, (const Tensor& self, const Tensor& mask), (self, mask), Tensor) {
   check_mask("masked_select", mask);
   const Dims shape = broadcast_shapes(self.sizes(), mask.sizes(), "masked_select");
   const Tensor positions = nonzero_flat(mask.expand(shape));
@@ -63,7 +64,7 @@ Tensor masked_select(const Tensor& self, const Tensor& mask) {
   return out;
 }
 
-Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) {
+FLB_OP(masked_scatter_, (Tensor& self, const Tensor& mask, const Tensor& source), (self, mask, source), Tensor&) {
   check_mask_fits("masked_scatter", self, mask);
   if (autograd::needs_grad(self, source))
     return autograd::assign_out_of_place("masked_scatter_", self, [&] { return masked_scatter(self, mask, source); });
@@ -83,7 +84,9 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
   return self;
 }
 
-Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& source) {
+FLB_OP(masked_scatter,
+       (const Tensor& self, const Tensor& mask, const Tensor& source),
+       (self, mask, source), Tensor) {
   check_mask("masked_scatter", mask);
   Tensor out = empty(broadcast_shapes(self.sizes(), mask.sizes(), "masked_scatter"), self.dtype());
   {
@@ -95,7 +98,7 @@ Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& sour
   return out;
 }
 
-Tensor nonzero(const Tensor& t) {
+FLB_OP(nonzero, (const Tensor& t), (t), Tensor) {
   const Tensor positions = nonzero_flat(t);
   const int64_t n = positions.numel(), nd = t.dim();
   Tensor out = empty({n, nd}, kInt64);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/autocast.h"
 #include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/gemm16.h"
@@ -108,7 +109,7 @@ void check_mm(const char* op, const Tensor& a, const Tensor& b) {
 
 const char* bf16_matmul_backend() { return kernels::gemm16_backend(true); }
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+FLB_OP(mm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   FLB_AUTOCAST(lower, mm, a, b);
   check_mm("mm", a, b);
   Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
@@ -117,11 +118,13 @@ Tensor mm(const Tensor& a, const Tensor& b) {
     if (a.size(1) == 0) out.fill_(0);
     else gemm(a, b, out, 1, 0);
   }
-  autograd::record_mm("MmBackward", a, b, out);
+  autograd::record_mm("MmBackward0", a, b, out);
   return out;
 }
 
-Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+FLB_OP(addmm,
+       (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha),
+       (self, a, b, beta, alpha), Tensor) {
   FLB_AUTOCAST(lower, addmm, self, a, b, beta, alpha);
   check_mm("addmm", a, b);
   check_same_dtype("addmm", self, a);
@@ -144,7 +147,7 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, 
   return out;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+FLB_OP(bmm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   FLB_AUTOCAST(lower, bmm, a, b);
   FLB_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "[bmm] expected 3-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   check_same_dtype("bmm", a, b);
@@ -158,11 +161,13 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
       gemm(a.select(0, i), b.select(0, i), o, 1, 0);
     }
   }
-  autograd::record_mm("BmmBackward", a, b, out);
+  autograd::record_mm("BmmBackward0", a, b, out);
   return out;
 }
 
-Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+FLB_OP(baddbmm,
+       (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha),
+       (self, a, b, beta, alpha), Tensor) {
   FLB_AUTOCAST(lower, baddbmm, self, a, b, beta, alpha);
   Tensor prod = bmm(a, b);
   check_same_dtype("baddbmm", self, a);
@@ -172,7 +177,7 @@ Tensor baddbmm(const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta
   return beta.to_double() == 0 ? prod : add(prod, self, beta).to(a.dtype());
 }
 
-Tensor dot(const Tensor& a, const Tensor& b) {
+FLB_OP(dot, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   FLB_CHECK(a.dim() == 1 && b.dim() == 1, ValueError, "[dot] 1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
   check_same_dtype("dot", a, b);
   FLB_CHECK(a.size(0) == b.size(0), ValueError, "[dot] inconsistent tensor size, expected tensor [", a.size(0),
@@ -180,15 +185,21 @@ Tensor dot(const Tensor& a, const Tensor& b) {
             " elements respectively");
   // Through the deterministic reduction (not BLAS sdot, whose split depends on threads).
   const DType acc = is_reduced_float(a.dtype()) ? kFloat32 : a.dtype();
-  return sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
+  }
+  autograd::record_dot(a, b, out);
+  return out;
 }
 
-Tensor outer(const Tensor& a, const Tensor& b) {
+FLB_OP(outer, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   FLB_CHECK(a.dim() == 1 && b.dim() == 1, ValueError, "[outer] expected 1-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   return mul(a.unsqueeze(1), b.unsqueeze(0));
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+FLB_OP(matmul, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   FLB_AUTOCAST(lower, matmul, a, b);
   FLB_CHECK(a.dim() >= 1 && b.dim() >= 1, ValueError, "[matmul] both arguments need at least 1 dimension, got ",
             a.dim(), "-D and ", b.dim(), "-D");
@@ -221,11 +232,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return a.dim() == 1 ? r.squeeze(-2) : r;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias) {
+FLB_OP(linear, (const Tensor& x, const Tensor& weight, std::optional<Tensor> bias), (x, weight, bias), Tensor) {
   FLB_AUTOCAST(lower, linear, x, weight, bias);
   FLB_CHECK(weight.dim() == 2, ValueError, "[linear] weight must be 2-D, got shape ", shape_str(weight.sizes()));
   FLB_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ValueError, "[linear] input of shape ", shape_str(x.sizes()),
             " cannot be multiplied by weight of shape ", shape_str(weight.sizes()));
+  if (x.dim() == 2) return bias ? addmm(*bias, x, weight.t()) : mm(x, weight.t());  // no views around it
   Dims shape(x.sizes().begin(), x.sizes().size() - 1);
   shape.push_back(weight.size(0));
   const Tensor x2 = x.reshape({numel_of(Dims(x.sizes().begin(), x.sizes().size() - 1)), x.size(-1)});

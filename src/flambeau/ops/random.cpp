@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
@@ -101,11 +102,11 @@ Tensor& sample_with_grad(const char* op, const char* node, Tensor& t, const F& s
 
 }  // namespace
 
-Tensor& uniform_(Tensor& t, double from, double to, std::optional<Generator> gen) {
+FLB_OP(uniform_, (Tensor& t, double from, double to, std::optional<Generator> gen), (t, from, to, gen), Tensor&) {
   FLB_CHECK(from <= to, ValueError, "[uniform_] expects to return a [from, to) range, but found from=", from,
             " > to=", to);
   if (autograd::needs_grad(t))
-    return sample_with_grad("uniform_", "UniformBackward", t, [&](Tensor& r) { uniform_(r, from, to, gen); });
+    return sample_with_grad("uniform_", "UniformBackward0", t, [&](Tensor& r) { uniform_(r, from, to, gen); });
   const DType ct = float_compute("uniform_", t);
   if (is_reduced_float(t.dtype()) && from < to) {
     fill_into(t, ct, [&](Tensor& out) { uniform_(out, from, to, gen); });
@@ -129,10 +130,10 @@ Tensor& uniform_(Tensor& t, double from, double to, std::optional<Generator> gen
   });
 }
 
-Tensor& normal_(Tensor& t, double mean, double std, std::optional<Generator> gen) {
+FLB_OP(normal_, (Tensor& t, double mean, double std, std::optional<Generator> gen), (t, mean, std, gen), Tensor&) {
   FLB_CHECK(std >= 0, ValueError, "[normal_] expects std >= 0.0, but found std ", std);
   if (autograd::needs_grad(t))
-    return sample_with_grad("normal_", "NormalBackward", t, [&](Tensor& r) { normal_(r, mean, std, gen); });
+    return sample_with_grad("normal_", "NormalBackward0", t, [&](Tensor& r) { normal_(r, mean, std, gen); });
   const DType ct = float_compute("normal_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     if (ct == kFloat64) {
@@ -149,10 +150,10 @@ Tensor& normal_(Tensor& t, double mean, double std, std::optional<Generator> gen
   });
 }
 
-Tensor& exponential_(Tensor& t, double lambd, std::optional<Generator> gen) {
+FLB_OP(exponential_, (Tensor& t, double lambd, std::optional<Generator> gen), (t, lambd, gen), Tensor&) {
   FLB_CHECK(lambd > 0, ValueError, "[exponential_] expects lambda > 0.0, but found lambda=", lambd);
   if (autograd::needs_grad(t))
-    return sample_with_grad("exponential_", "ExponentialBackward", t, [&](Tensor& r) { exponential_(r, lambd, gen); });
+    return sample_with_grad("exponential_", "ExponentialBackward0", t, [&](Tensor& r) { exponential_(r, lambd, gen); });
   const DType ct = float_compute("exponential_", t);
   return fill_into(t, ct, [&](Tensor& out) {
     // -log(1 - u) / lambda with u in [0, 1): always finite.
@@ -164,17 +165,17 @@ Tensor& exponential_(Tensor& t, double lambd, std::optional<Generator> gen) {
   });
 }
 
-Tensor& bernoulli_(Tensor& t, double p, std::optional<Generator> gen) {
+FLB_OP(bernoulli_, (Tensor& t, double p, std::optional<Generator> gen), (t, p, gen), Tensor&) {
   FLB_CHECK(p >= 0 && p <= 1, ValueError, "[bernoulli_] expects p to be in [0, 1], but got p=", p);
   if (autograd::needs_grad(t))
-    return sample_with_grad("bernoulli_", "BernoulliBackward", t, [&](Tensor& r) { bernoulli_(r, p, gen); });
+    return sample_with_grad("bernoulli_", "BernoulliBackward2", t, [&](Tensor& r) { bernoulli_(r, p, gen); });
   return fill_into(t, kBool, [&](Tensor& out) {
     fill_random(out.data<bool>(), out.numel(), 2, gen,
                 [&](const uint32_t* w, int lane, int64_t) { return uniform_f64(w[2 * lane], w[2 * lane + 1]) < p; });
   });
 }
 
-Tensor bernoulli(const Tensor& p, std::optional<Generator> gen) {
+FLB_OP(bernoulli, (const Tensor& p, std::optional<Generator> gen), (p, gen), Tensor) {
   float_compute("bernoulli", p);
   const Tensor probs = p.to(kFloat64).contiguous();
   const double* pp = probs.data<double>();
@@ -186,21 +187,23 @@ Tensor bernoulli(const Tensor& p, std::optional<Generator> gen) {
     return uniform_f64(w[2 * lane], w[2 * lane + 1]) < pp[i] ? 1.0 : 0.0;
   });
   Tensor r = out.to(p.dtype());
-  autograd::record_zero_grad("BernoulliBackward", p, r);
+  autograd::record_zero_grad("BernoulliBackward0", p, r);
   return r;
 }
 
-Tensor rand(const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(rand, (const Dims& shape, DType dtype, std::optional<Generator> gen), (shape, dtype, gen), Tensor) {
   Tensor t = empty(shape, dtype);
   return uniform_(t, 0, 1, std::move(gen));
 }
 
-Tensor randn(const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randn, (const Dims& shape, DType dtype, std::optional<Generator> gen), (shape, dtype, gen), Tensor) {
   Tensor t = empty(shape, dtype);
   return normal_(t, 0, 1, std::move(gen));
 }
 
-Tensor randint(int64_t low, int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randint,
+       (int64_t low, int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen),
+       (low, high, shape, dtype, gen), Tensor) {
   FLB_CHECK(low < high, ValueError, "[randint] random_ expects 'from' to be less than 'to', but got from=", low,
             " >= to=", high);
   const uint64_t range = uint64_t(high) - uint64_t(low);
@@ -219,11 +222,13 @@ Tensor randint(int64_t low, int64_t high, const Dims& shape, DType dtype, std::o
   return out.to(dtype);
 }
 
-Tensor randint(int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randint,
+       (int64_t high, const Dims& shape, DType dtype, std::optional<Generator> gen),
+       (high, shape, dtype, gen), Tensor) {
   return randint(0, high, shape, dtype, std::move(gen));
 }
 
-Tensor randperm(int64_t n, DType dtype, std::optional<Generator> gen) {
+FLB_OP(randperm, (int64_t n, DType dtype, std::optional<Generator> gen), (n, dtype, gen), Tensor) {
   FLB_CHECK(n >= 0, ValueError, "[randperm] n must be non-negative, got ", n);
   // Fisher-Yates: swap i with a uniform j in [0, i], from n - 1 down to 1.
   std::vector<uint64_t> r(static_cast<size_t>(std::max<int64_t>(n, 1)));
@@ -235,7 +240,9 @@ Tensor randperm(int64_t n, DType dtype, std::optional<Generator> gen) {
   return out.to(dtype);
 }
 
-Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, std::optional<Generator> gen) {
+FLB_OP(multinomial,
+       (const Tensor& probs, int64_t num_samples, bool replacement, std::optional<Generator> gen),
+       (probs, num_samples, replacement, gen), Tensor) {
   FLB_CHECK(probs.dim() == 1 || probs.dim() == 2, ValueError, "[multinomial] prob_dist must be 1 or 2 dim, got shape ",
             shape_str(probs.sizes()));
   FLB_CHECK(is_floating(probs.dtype()), TypeError, "[multinomial] only supports floating-point dtypes for input, got ",

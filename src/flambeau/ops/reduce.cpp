@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/autocast.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
@@ -269,14 +270,18 @@ std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t d
 
 }  // namespace
 
-Tensor sum(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+FLB_OP(sum,
+       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+       (t, dims, keepdim, dtype), Tensor) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
-  autograd::record_sum(t, dims, 1.0, out);
+  autograd::record_sum(dims.empty() ? "SumBackward0" : "SumBackward1", t, dims, 1.0, out);
   return out;
 }
 
-Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+FLB_OP(prod,
+       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+       (t, dims, keepdim, dtype), Tensor) {
   FLB_AUTOCAST(fp32, prod, t, dims, keepdim, dtype);
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
@@ -284,7 +289,9 @@ Tensor prod(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType
   return out;
 }
 
-Tensor mean(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+FLB_OP(mean,
+       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+       (t, dims, keepdim, dtype), Tensor) {
   const DType dt = dtype.value_or(t.dtype());
   FLB_CHECK(is_floating(dt), TypeError, "[mean] could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
             dtype_name(dt));
@@ -295,7 +302,7 @@ Tensor mean(const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType
     Tensor s = reduce<SumRed>("mean", t, dims, keepdim, dt, is_reduced_float(dt) ? kFloat32 : dt);
     out = div(s, double(n)).to(dt);
   }
-  autograd::record_sum(t, dims, 1.0 / double(n), out);
+  autograd::record_sum(dims.empty() ? "MeanBackward0" : "MeanBackward1", t, dims, 1.0 / double(n), out);
   return out;
 }
 
@@ -309,58 +316,68 @@ void check_extreme_dims(const char* op, const Tensor& t, const Dims& dims) {
 }
 }  // namespace
 
-Tensor amax(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(amax, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   check_extreme_dims("amax", t, dims);
   Tensor out = reduce<MaxRed>("amax", t, dims, keepdim, t.dtype(), t.dtype());
-  autograd::record_extreme(t, dims, out);
+  autograd::record_extreme("AmaxBackward0", t, dims, out);
   return out;
 }
 
-Tensor amin(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(amin, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   check_extreme_dims("amin", t, dims);
   Tensor out = reduce<MinRed>("amin", t, dims, keepdim, t.dtype(), t.dtype());
-  autograd::record_extreme(t, dims, out);
+  autograd::record_extreme("AminBackward0", t, dims, out);
   return out;
 }
 
-std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) {
+FLB_OP(max, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
   auto r = arg_extreme<true>("max", t, dim, keepdim);
-  autograd::record_pick("MaxBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "max") : 0, r.second, keepdim, r.first);
+  autograd::record_pick("MaxBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "max") : 0, r.second, keepdim, r.first);
   return r;
 }
-std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) {
+FLB_OP(min, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
   auto r = arg_extreme<false>("min", t, dim, keepdim);
-  autograd::record_pick("MinBackward", t, t.dim() ? wrap_dim(dim, t.dim(), "min") : 0, r.second, keepdim, r.first);
+  autograd::record_pick("MinBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "min") : 0, r.second, keepdim, r.first);
   return r;
 }
-Tensor max(const Tensor& t) { return amax(t); }
-Tensor min(const Tensor& t) { return amin(t); }
+FLB_OP(max, (const Tensor& t), (t), Tensor) {
+  check_extreme_dims("max", t, {});
+  Tensor out = reduce<MaxRed>("max", t, {}, false, t.dtype(), t.dtype());
+  autograd::record_extreme("MaxBackward1", t, {}, out);
+  return out;
+}
+FLB_OP(min, (const Tensor& t), (t), Tensor) {
+  check_extreme_dims("min", t, {});
+  Tensor out = reduce<MinRed>("min", t, {}, false, t.dtype(), t.dtype());
+  autograd::record_extreme("MinBackward1", t, {}, out);
+  return out;
+}
 
-Tensor argmax(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+FLB_OP(argmax, (const Tensor& t, std::optional<int64_t> dim, bool keepdim), (t, dim, keepdim), Tensor) {
   if (dim) return arg_extreme<true>("argmax", t, *dim, keepdim).second;
   FLB_CHECK(t.numel() > 0, ValueError, "[argmax] expected reduction dim to be specified for input.numel() == 0");
   Tensor r = arg_extreme<true>("argmax", t.reshape({-1}), 0, false).second;
   return keepdim ? r.reshape(Dims(size_t(t.dim()), 1)) : r;
 }
 
-Tensor argmin(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+FLB_OP(argmin, (const Tensor& t, std::optional<int64_t> dim, bool keepdim), (t, dim, keepdim), Tensor) {
   if (dim) return arg_extreme<false>("argmin", t, *dim, keepdim).second;
   FLB_CHECK(t.numel() > 0, ValueError, "[argmin] expected reduction dim to be specified for input.numel() == 0");
   Tensor r = arg_extreme<false>("argmin", t.reshape({-1}), 0, false).second;
   return keepdim ? r.reshape(Dims(size_t(t.dim()), 1)) : r;
 }
 
-Tensor any(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(any, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   Tensor r = reduce<MaxRed>("any", ne(t, 0), dims, keepdim, kBool, kBool);
   return t.dtype() == kUInt8 ? r.to(kUInt8) : r;
 }
 
-Tensor all(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(all, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   Tensor r = reduce<MinRed>("all", ne(t, 0), dims, keepdim, kBool, kBool);
   return t.dtype() == kUInt8 ? r.to(kUInt8) : r;
 }
 
-Tensor count_nonzero(const Tensor& t, const Dims& dims) {
+FLB_OP(count_nonzero, (const Tensor& t, const Dims& dims), (t, dims), Tensor) {
   return reduce<SumRed>("count_nonzero", ne(t, 0), dims, false, kInt64, kInt64);
 }
 
@@ -373,36 +390,70 @@ Tensor float_input(const char* op, const Tensor& t) {
 }
 }  // namespace
 
-Tensor var(const Tensor& t, const Dims& dims, double correction, bool keepdim) {
+// var, std, norm and logsumexp are computed from other ops but record one node each, with
+// PyTorch's name and a closed-form derivative (derivatives_structure.cpp).
+FLB_OP(var,
+       (const Tensor& t, const Dims& dims, double correction, bool keepdim),
+       (t, dims, correction, keepdim), Tensor) {
   const Tensor x = float_input("var", t);
-  const Tensor d = sub(x, mean(x, dims, true));
-  const double n = double(reduced_count(t, dims));
-  return div(sum(mul(d, d), dims, keepdim), std::max(0.0, n - correction)).to(t.dtype());
+  const double denom = std::max(0.0, double(reduced_count(t, dims)) - correction);
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    const Tensor d = sub(x, mean(x, dims, true));
+    out = div(sum(mul(d, d), dims, keepdim), denom).to(t.dtype());
+  }
+  autograd::record_var(t, dims, denom, false, out);
+  return out;
 }
 
-Tensor std(const Tensor& t, const Dims& dims, double correction, bool keepdim) {
-  return sqrt(var(float_input("std", t), dims, correction, keepdim)).to(t.dtype());
+FLB_OP(std,
+       (const Tensor& t, const Dims& dims, double correction, bool keepdim),
+       (t, dims, correction, keepdim), Tensor) {
+  const Tensor x = float_input("std", t);
+  const double denom = std::max(0.0, double(reduced_count(t, dims)) - correction);
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    out = sqrt(var(x, dims, correction, keepdim)).to(t.dtype());
+  }
+  autograd::record_var(t, dims, denom, true, out);
+  return out;
 }
 
-Tensor norm(const Tensor& t, double p, const Dims& dims, bool keepdim) {
+FLB_OP(norm, (const Tensor& t, double p, const Dims& dims, bool keepdim), (t, p, dims, keepdim), Tensor) {
   const Tensor x = float_input("norm", t);
   Tensor r;
-  if (p == 2) r = sqrt(sum(mul(x, x), dims, keepdim));
-  else if (p == 1) r = sum(abs(x), dims, keepdim);
-  else if (std::isinf(p)) r = p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
-  else if (p == 0) r = sum(ne(x, 0).to(x.dtype()), dims, keepdim);
-  else r = pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
-  return r.to(t.dtype());
+  {
+    autograd::NoGradGuard no_grad;
+    if (p == 2) r = sqrt(sum(mul(x, x), dims, keepdim));
+    else if (p == 1) r = sum(abs(x), dims, keepdim);
+    else if (std::isinf(p)) r = p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
+    else if (p == 0) r = sum(ne(x, 0).to(x.dtype()), dims, keepdim);
+    else r = pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+    r = r.to(t.dtype());
+  }
+  autograd::record_norm(t, p, dims, r);
+  return r;
 }
 
-Tensor logsumexp(const Tensor& t, const Dims& dims, bool keepdim) {
+FLB_OP(logsumexp, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   const Tensor x = is_floating(t.dtype()) ? float_input("logsumexp", t) : t.to(kDefaultFloat);
-  if (x.numel() == 0) return log(sum(exp(x), dims, keepdim));
-  Tensor m = amax(x, dims, true);
-  m = where(isinf(m), zeros_like(m), m);
-  Tensor r = add(log(sum(exp(sub(x, m)), dims, true)), m);
-  if (!keepdim) r = r.reshape(ops::reduced_shape("logsumexp", t, dims, false));
-  return is_floating(t.dtype()) ? r.to(t.dtype()) : r;
+  Tensor r;
+  {
+    autograd::NoGradGuard no_grad;
+    if (x.numel() == 0) {
+      r = log(sum(exp(x), dims, keepdim));
+    } else {
+      Tensor m = amax(x, dims, true);
+      m = where(isinf(m), zeros_like(m), m);
+      r = add(log(sum(exp(sub(x, m)), dims, true)), m);
+      if (!keepdim) r = r.reshape(ops::reduced_shape("logsumexp", t, dims, false));
+    }
+    if (is_floating(t.dtype())) r = r.to(t.dtype());
+  }
+  autograd::record_logsumexp(t, dims, r);
+  return r;
 }
 
 Tensor Tensor::sum(const Dims& d, bool k) const { return flambeau::sum(*this, d, k); }

@@ -1,5 +1,6 @@
 // softmax and log_softmax along one dim: rows made contiguous in the compute type, then
 // one SIMD pass per row (max, exp and sum, scale), rows split among threads.
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/autograd/derivatives.h"
@@ -33,7 +34,7 @@ Tensor softmax_impl(const char* op, const Tensor& t, int64_t dim, std::optional<
 
 }  // namespace
 
-Tensor softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+FLB_OP(softmax, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
   Tensor out;
   {
     autograd::NoGradGuard no_grad;
@@ -42,7 +43,7 @@ Tensor softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
   autograd::record_softmax(t, t.dim() ? wrap_dim(dim, t.dim(), "softmax") : 0, false, out);
   return out;
 }
-Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+FLB_OP(log_softmax, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
   Tensor out;
   {
     autograd::NoGradGuard no_grad;

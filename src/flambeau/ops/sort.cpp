@@ -7,6 +7,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/radix_sort.h"
 #include "flambeau/ops/elementwise.h"
@@ -89,7 +90,9 @@ std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, 
 
 }  // namespace
 
-std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bool /*stable*/) {
+FLB_OP(sort,
+       (const Tensor& t, int64_t dim, bool descending, bool stable),
+       (t, dim, descending, stable), std::pair<Tensor, Tensor>) {
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), "sort");
   // Always stable: radix sort (stable by construction), std::stable_sort for short rows.
@@ -100,15 +103,20 @@ std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending, bo
     else sorted = kernels::radix_sort(buf, buf + n, n);
     store_sorted(sorted, n, row, vo, io);
   });
-  autograd::record_pick("SortBackward", t, dim, r.second, true, r.first);
+  // PyTorch names sort(stable=True) (its sort.stable overload) SortBackward1.
+  autograd::record_pick(stable ? "SortBackward1" : "SortBackward0", t, dim, r.second, true, r.first);
   return r;
 }
 
-Tensor argsort(const Tensor& t, int64_t dim, bool descending, bool stable) {
+FLB_OP(argsort,
+       (const Tensor& t, int64_t dim, bool descending, bool stable),
+       (t, dim, descending, stable), Tensor) {
   return sort(t, dim, descending, stable).second;
 }
 
-std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted) {
+FLB_OP(topk,
+       (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted),
+       (t, k, dim, largest, sorted), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 0 && k <= n, IndexError, "[topk] k (", k, ") is out of range for dimension ", d, " with size ", n);
@@ -152,11 +160,13 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool lar
     std::sort(buf, buf + k, before<K>);
     store_sorted(buf, k, row, vo, io);
   });
-  autograd::record_pick("TopkBackward", t, d, r.second, true, r.first);
+  autograd::record_pick("TopkBackward0", t, d, r.second, true, r.first);
   return r;
 }
 
-std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool keepdim) {
+FLB_OP(kthvalue,
+       (const Tensor& t, int64_t k, int64_t dim, bool keepdim),
+       (t, k, dim, keepdim), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "kthvalue");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 1 && k <= n, IndexError, "[kthvalue] selected number k (", k, ") out of range for dimension ", d,
@@ -171,11 +181,13 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool
     autograd::NoGradGuard no_grad;
     if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
   }
-  autograd::record_pick("KthvalueBackward", t, d, ki, keepdim, kv);
+  autograd::record_pick("KthvalueBackward0", t, d, ki, keepdim, kv);
   return {kv, ki};
 }
 
-std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted, bool return_inverse, bool return_counts) {
+FLB_OP(unique,
+       (const Tensor& t, bool sorted, bool return_inverse, bool return_counts),
+       (t, sorted, return_inverse, return_counts), std::tuple<Tensor, Tensor, Tensor>) {
   (void)sorted;  // results always come sorted, as PyTorch's CPU unique does
   auto [v, order] = sort(t.reshape({-1}), 0);
   const int64_t n = v.numel();
@@ -205,7 +217,9 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted, bool ret
   return {values, inverse, count_t};
 }
 
-Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right) {
+FLB_OP(searchsorted,
+       (const Tensor& sorted_sequence, const Tensor& values, bool right),
+       (sorted_sequence, values, right), Tensor) {
   const Tensor& seq = sorted_sequence;
   FLB_CHECK(seq.dim() >= 1, ValueError, "[searchsorted] the sorted sequence must have at least one dimension");
   const bool one_d = seq.dim() == 1;

@@ -3,6 +3,7 @@
 // type (neg, abs, sign, relu, rounding) or are computed in float32.
 #include <cmath>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/autograd/derivatives.h"
@@ -25,8 +26,14 @@ T int_unary(UnaryOp op, T x) {
       case UnaryOp::abs: return x < 0 ? T(0 - std::make_unsigned_t<T>(x)) : x;
       case UnaryOp::sign: return T((T(0) < x) - (x < T(0)));
       case UnaryOp::relu: return x < 0 ? T(0) : x;
-      default: return x;  // floor, ceil, round, trunc
+      case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round: case UnaryOp::trunc: return x;  // exact
+      // ToFloat and FloatOnly ops never run on integers.
+      case UnaryOp::exp: case UnaryOp::exp2: case UnaryOp::expm1: case UnaryOp::log: case UnaryOp::log2:
+      case UnaryOp::log10: case UnaryOp::log1p: case UnaryOp::sqrt: case UnaryOp::rsqrt: case UnaryOp::reciprocal:
+      case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::tan: case UnaryOp::tanh: case UnaryOp::sigmoid:
+      case UnaryOp::silu: case UnaryOp::erf: case UnaryOp::gelu_erf: case UnaryOp::gelu_tanh: return x;
     }
+    return x;
   }
 }
 
@@ -89,25 +96,27 @@ Tensor predicate(const Tensor& t, const F& f) {
 
 }  // namespace
 
-#define FLB_DEFINE_UNARY(name, kind)                                                   \
-  Tensor name(const Tensor& t) { return unary(#name, UnaryOp::name, UnaryKind::kind, t, nullptr); } \
-  Tensor& name##_(Tensor& t) {                                                        \
-    unary(#name "_", UnaryOp::name, UnaryKind::kind, t, &t);                          \
-    return t;                                                                         \
-  }                                                                                   \
-  Tensor Tensor::name() const { return flambeau::name(*this); }                       \
+#define FLB_DEFINE_UNARY(name, kind)                                                                  \
+  FLB_OP(name, (const Tensor& t), (t), Tensor) {                                                      \
+    return unary(#name, UnaryOp::name, UnaryKind::kind, t, nullptr);                                  \
+  }                                                                                                   \
+  FLB_OP(name##_, (Tensor& t), (t), Tensor&) {                                                        \
+    unary(#name "_", UnaryOp::name, UnaryKind::kind, t, &t);                                          \
+    return t;                                                                                         \
+  }                                                                                                   \
+  Tensor Tensor::name() const { return flambeau::name(*this); }                                      \
   Tensor& Tensor::name##_() { return flambeau::name##_(*this); }
 FLB_UNARY_OPS(FLB_DEFINE_UNARY)
 #undef FLB_DEFINE_UNARY
 
-Tensor gelu(const Tensor& t, const std::string& approximate) {
+FLB_OP(gelu, (const Tensor& t, const std::string& approximate), (t, approximate), Tensor) {
   FLB_CHECK(approximate == "none" || approximate == "tanh", ValueError,
             "[gelu] approximate argument must be either none or tanh, got '", approximate, "'");
   return unary("gelu", approximate == "tanh" ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, UnaryKind::FloatOnly, t,
                nullptr);
 }
 
-Tensor softplus(const Tensor& t, double beta, double threshold) {
+FLB_OP(softplus, (const Tensor& t, double beta, double threshold), (t, beta, threshold), Tensor) {
   FLB_CHECK(is_floating(t.dtype()), TypeError, "[softplus] not implemented for '", dtype_name(t.dtype()),
             "': expected a floating point tensor");
   Tensor out = empty(t.sizes(), t.dtype());
@@ -120,25 +129,25 @@ Tensor softplus(const Tensor& t, double beta, double threshold) {
   return out;
 }
 
-Tensor isnan(const Tensor& t) {
+FLB_OP(isnan, (const Tensor& t), (t), Tensor) {
   return predicate(t, [](auto x) {
     if constexpr (std::is_floating_point_v<decltype(x)>) return std::isnan(x);
     else return false;
   });
 }
-Tensor isinf(const Tensor& t) {
+FLB_OP(isinf, (const Tensor& t), (t), Tensor) {
   return predicate(t, [](auto x) {
     if constexpr (std::is_floating_point_v<decltype(x)>) return std::isinf(x);
     else return false;
   });
 }
-Tensor isfinite(const Tensor& t) {
+FLB_OP(isfinite, (const Tensor& t), (t), Tensor) {
   return predicate(t, [](auto x) {
     if constexpr (std::is_floating_point_v<decltype(x)>) return std::isfinite(x);
     else return true;
   });
 }
-Tensor logical_not(const Tensor& t) {
+FLB_OP(logical_not, (const Tensor& t), (t), Tensor) {
   return predicate(t, [](auto x) { return !kernels::cast_value<bool>(x); });
 }
 Tensor Tensor::logical_not() const { return flambeau::logical_not(*this); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "flambeau/core/op_hook.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
 
@@ -81,210 +82,254 @@ bool view_strides(const Tensor& t, const Dims& shape, Dims& out) {
 }  // namespace
 
 Tensor Tensor::view(const Dims& shape) const {
-  Dims s = infer_shape("view", shape, numel()), st;
-  FLB_CHECK(view_strides(*this, s, st), ValueError, "[view] size ", shape_str(s),
-            " is not compatible with input's size ", shape_str(sizes()), " and stride ",
-            shape_str(strides()), "; use reshape() instead");
-  return reshaped_view("ViewBackward", *this, with_geometry(*this, s, st, storage_offset()));
+  return op_hook::op("view", *this, shape)([&]() -> Tensor {
+    Dims s = infer_shape("view", shape, numel()), st;
+    FLB_CHECK(view_strides(*this, s, st), ValueError, "[view] size ", shape_str(s),
+              " is not compatible with input's size ", shape_str(sizes()), " and stride ",
+              shape_str(strides()), "; use reshape() instead");
+    return reshaped_view("ViewBackward0", *this, with_geometry(*this, s, st, storage_offset()));
+  });
 }
 
 Tensor Tensor::reshape(const Dims& shape) const {
-  Dims s = infer_shape("reshape", shape, numel()), st;
-  if (view_strides(*this, s, st)) return reshaped_view("ReshapeBackward", *this, with_geometry(*this, s, st, storage_offset()));
-  return contiguous().view(s);
+  return op_hook::op("reshape", *this, shape)([&]() -> Tensor {
+    Dims s = infer_shape("reshape", shape, numel()), st;
+    if (view_strides(*this, s, st)) return reshaped_view("ViewBackward0", *this, with_geometry(*this, s, st, storage_offset()));
+    // A copy viewed with the new shape: PyTorch's _unsafe_view of a clone.
+    const Tensor copy = contiguous();
+    view_strides(copy, s, st);
+    return reshaped_view("UnsafeViewBackward0", copy, with_geometry(copy, s, st, 0));
+  });
 }
 
 Tensor Tensor::permute(const Dims& dims) const {
-  FLB_CHECK(int64_t(dims.size()) == dim(), ValueError, "[permute] number of dims ", dims.size(),
-            " doesn't match the tensor's ", dim(), " dims");
-  Dims s(dims.size()), st(dims.size());
-  std::vector<bool> seen(dims.size(), false);
-  for (size_t i = 0; i < dims.size(); ++i) {
-    int64_t d = wrap_dim(dims[i], dim(), "permute");
-    FLB_CHECK(!seen[d], ValueError, "[permute] repeated dim ", dims[i], " in ", shape_str(dims));
-    seen[d] = true;
-    s[i] = sizes()[d];
-    st[i] = strides()[d];
-  }
-  Tensor out = with_geometry(*this, s, st, storage_offset());
-  Dims inverse(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], dim(), "permute"))] = int64_t(i);
-  autograd::record_view("PermuteBackward", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
-  return out;
+  return op_hook::op("permute", *this, dims)([&]() -> Tensor {
+    FLB_CHECK(int64_t(dims.size()) == dim(), ValueError, "[permute] number of dims ", dims.size(),
+              " doesn't match the tensor's ", dim(), " dims");
+    Dims s(dims.size()), st(dims.size());
+    std::vector<bool> seen(dims.size(), false);
+    for (size_t i = 0; i < dims.size(); ++i) {
+      int64_t d = wrap_dim(dims[i], dim(), "permute");
+      FLB_CHECK(!seen[d], ValueError, "[permute] repeated dim ", dims[i], " in ", shape_str(dims));
+      seen[d] = true;
+      s[i] = sizes()[d];
+      st[i] = strides()[d];
+    }
+    Tensor out = with_geometry(*this, s, st, storage_offset());
+    Dims inverse(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], dim(), "permute"))] = int64_t(i);
+    autograd::record_view("PermuteBackward0", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
+    return out;
+  });
 }
 
-Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  d0 = wrap_dim(d0, dim(), "transpose");
-  d1 = wrap_dim(d1, dim(), "transpose");
-  if (dim() == 0) return *this;
-  Dims s = sizes(), st = strides();
+namespace {
+// t with dims d0 and d1 swapped; `node`: the backward node's name.
+Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* node) {
+  Dims s = t.sizes(), st = t.strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
-  Tensor out = with_geometry(*this, s, st, storage_offset());
-  autograd::record_view("TransposeBackward", *this, out, [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
+  Tensor out = with_geometry(t, s, st, t.storage_offset());
+  autograd::record_view(node, t, out, [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
   return out;
+}
+}  // namespace
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  return op_hook::op("transpose", *this, d0, d1)([&]() -> Tensor {
+    d0 = wrap_dim(d0, dim(), "transpose");
+    d1 = wrap_dim(d1, dim(), "transpose");
+    if (dim() == 0) return *this;
+    return transposed(*this, d0, d1, "TransposeBackward0");
+  });
 }
 
 Tensor Tensor::t() const {
-  FLB_CHECK(dim() <= 2, ValueError, "[t] expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
-  return dim() < 2 ? *this : transpose(0, 1);
+  return op_hook::op("t", *this)([&]() -> Tensor {
+    FLB_CHECK(dim() <= 2, ValueError, "[t] expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
+    return dim() < 2 ? *this : transposed(*this, 0, 1, "TBackward0");
+  });
 }
 
 Tensor Tensor::expand(const Dims& shape) const {
-  FLB_CHECK(shape.size() >= size_t(dim()), ValueError, "[expand] the number of sizes provided (",
-            shape.size(), ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
-  const int64_t off = int64_t(shape.size()) - dim();
-  Dims s(shape.size()), st(shape.size());
-  for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
-    const int64_t d = i - off;
-    if (d < 0) {
-      FLB_CHECK(shape[i] >= 0, ValueError, "[expand] the expanded size ", shape[i],
-                " is not allowed in a leading, non-existing dimension ", i);
-      s[i] = shape[i];
-      st[i] = 0;
-      continue;
+  return op_hook::op("expand", *this, shape)([&]() -> Tensor {
+    FLB_CHECK(shape.size() >= size_t(dim()), ValueError, "[expand] the number of sizes provided (",
+              shape.size(), ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
+    const int64_t off = int64_t(shape.size()) - dim();
+    Dims s(shape.size()), st(shape.size());
+    for (int64_t i = int64_t(shape.size()) - 1; i >= 0; --i) {
+      const int64_t d = i - off;
+      if (d < 0) {
+        FLB_CHECK(shape[i] >= 0, ValueError, "[expand] the expanded size ", shape[i],
+                  " is not allowed in a leading, non-existing dimension ", i);
+        s[i] = shape[i];
+        st[i] = 0;
+        continue;
+      }
+      const int64_t want = shape[i] == -1 ? sizes()[d] : shape[i];
+      FLB_CHECK(want == sizes()[d] || (sizes()[d] == 1 && want >= 0), ValueError, "[expand] the expanded size of the tensor (",
+                want, ") must match the existing size (", sizes()[d], ") at non-singleton dimension ", i,
+                ".  Target sizes: ", shape_str(shape), ".  Tensor sizes: ", shape_str(sizes()));
+      s[i] = want;
+      st[i] = want == sizes()[d] ? strides()[d] : 0;
     }
-    const int64_t want = shape[i] == -1 ? sizes()[d] : shape[i];
-    FLB_CHECK(want == sizes()[d] || (sizes()[d] == 1 && want >= 0), ValueError, "[expand] the expanded size of the tensor (",
-              want, ") must match the existing size (", sizes()[d], ") at non-singleton dimension ", i,
-              ".  Target sizes: ", shape_str(shape), ".  Tensor sizes: ", shape_str(sizes()));
-    s[i] = want;
-    st[i] = want == sizes()[d] ? strides()[d] : 0;
-  }
-  checked_numel(s, "expand");
-  Tensor out = with_geometry(*this, s, st, storage_offset());
-  // The node sums the gradient over the expanded dims.
-  autograd::record_view("ExpandBackward", *this, out, [](const Tensor& g) { return g; });
-  return out;
+    checked_numel(s, "expand");
+    Tensor out = with_geometry(*this, s, st, storage_offset());
+    // The node sums the gradient over the expanded dims.
+    autograd::record_view("ExpandBackward0", *this, out, [](const Tensor& g) { return g; });
+    return out;
+  });
 }
 
-Tensor Tensor::broadcast_to(const Dims& shape) const { return expand(shape); }
+Tensor Tensor::broadcast_to(const Dims& shape) const {
+  return op_hook::op("broadcast_to", *this, shape)([&]() -> Tensor {
+    return expand(shape);
+  });
+}
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
-  FLB_CHECK(dim() > 0, IndexError, "[slice] cannot slice a 0-dim tensor");
-  d = wrap_dim(d, dim(), "slice");
-  FLB_CHECK(step > 0, ValueError, "[slice] step must be positive, got ", step);
-  const int64_t n = sizes()[d];
-  auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
-  int64_t b = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
-  e = std::max(e, b);
-  Dims s = sizes(), st = strides();
-  s[d] = (e - b + step - 1) / step;
-  st[d] = strides()[d] * step;
-  Tensor out = with_geometry(*this, s, st, storage_offset() + b * strides()[d]);
-  autograd::record_slice("SliceBackward", *this, out, [d, b, e, step](const Tensor& gi) { return gi.slice(d, b, e, step); });
-  return out;
+  return op_hook::op("slice", *this, d, start, end, step)([&]() -> Tensor {
+    FLB_CHECK(dim() > 0, IndexError, "[slice] cannot slice a 0-dim tensor");
+    d = wrap_dim(d, dim(), "slice");
+    FLB_CHECK(step > 0, ValueError, "[slice] step must be positive, got ", step);
+    const int64_t n = sizes()[d];
+    auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+    int64_t b = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
+    e = std::max(e, b);
+    Dims s = sizes(), st = strides();
+    s[d] = (e - b + step - 1) / step;
+    st[d] = strides()[d] * step;
+    Tensor out = with_geometry(*this, s, st, storage_offset() + b * strides()[d]);
+    autograd::record_slice("SliceBackward0", *this, out, [d, b, e, step](const Tensor& gi) { return gi.slice(d, b, e, step); });
+    return out;
+  });
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  FLB_CHECK(dim() > 0, IndexError, "[select] select() cannot be applied to a 0-dim tensor");
-  d = wrap_dim(d, dim(), "select");
-  const int64_t n = sizes()[d];
-  FLB_CHECK(index >= -n && index < n, IndexError, "[select] index ", index,
-            " is out of bounds for dimension ", d, " with size ", n);
-  if (index < 0) index += n;
-  Dims s = sizes(), st = strides();
-  s.erase(d);
-  st.erase(d);
-  Tensor out = with_geometry(*this, s, st, storage_offset() + index * strides()[d]);
-  autograd::record_slice("SelectBackward", *this, out, [d, index](const Tensor& gi) { return gi.select(d, index); });
-  return out;
+  return op_hook::op("select", *this, d, index)([&]() -> Tensor {
+    FLB_CHECK(dim() > 0, IndexError, "[select] select() cannot be applied to a 0-dim tensor");
+    d = wrap_dim(d, dim(), "select");
+    const int64_t n = sizes()[d];
+    FLB_CHECK(index >= -n && index < n, IndexError, "[select] index ", index,
+              " is out of bounds for dimension ", d, " with size ", n);
+    if (index < 0) index += n;
+    Dims s = sizes(), st = strides();
+    s.erase(d);
+    st.erase(d);
+    Tensor out = with_geometry(*this, s, st, storage_offset() + index * strides()[d]);
+    autograd::record_slice("SelectBackward0", *this, out, [d, index](const Tensor& gi) { return gi.select(d, index); });
+    return out;
+  });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  FLB_CHECK(dim() > 0, IndexError, "[narrow] narrow() cannot be applied to a 0-dim tensor");
-  d = wrap_dim(d, dim(), "narrow");
-  const int64_t n = sizes()[d];
-  if (start < 0) start += n;
-  FLB_CHECK(start >= 0 && length >= 0 && start + length <= n, IndexError, "[narrow] start (", start,
-            ") + length (", length, ") exceeds dimension size (", n, ")");
-  return slice(d, start, start + length);
+  return op_hook::op("narrow", *this, d, start, length)([&]() -> Tensor {
+    FLB_CHECK(dim() > 0, IndexError, "[narrow] narrow() cannot be applied to a 0-dim tensor");
+    d = wrap_dim(d, dim(), "narrow");
+    const int64_t n = sizes()[d];
+    if (start < 0) start += n;
+    FLB_CHECK(start >= 0 && length >= 0 && start + length <= n, IndexError, "[narrow] start (", start,
+              ") + length (", length, ") exceeds dimension size (", n, ")");
+    return slice(d, start, start + length);
+  });
 }
 
 Tensor Tensor::squeeze() const {
-  Dims s, st;
-  for (int64_t d = 0; d < dim(); ++d)
-    if (sizes()[d] != 1) {
-      s.push_back(sizes()[d]);
-      st.push_back(strides()[d]);
-    }
-  return reshaped_view("SqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
+  return op_hook::op("squeeze", *this)([&]() -> Tensor {
+    Dims s, st;
+    for (int64_t d = 0; d < dim(); ++d)
+      if (sizes()[d] != 1) {
+        s.push_back(sizes()[d]);
+        st.push_back(strides()[d]);
+      }
+    return reshaped_view("SqueezeBackward0", *this, with_geometry(*this, s, st, storage_offset()));
+  });
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  d = wrap_dim(d, dim(), "squeeze");
-  if (dim() == 0 || sizes()[d] != 1) return reshaped_view("SqueezeBackward", *this, with_geometry(*this, sizes(), strides(), storage_offset()));
-  Dims s = sizes(), st = strides();
-  s.erase(d);
-  st.erase(d);
-  return reshaped_view("SqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
+  return op_hook::op("squeeze", *this, d)([&]() -> Tensor {
+    d = wrap_dim(d, dim(), "squeeze");
+    if (dim() == 0 || sizes()[d] != 1) return reshaped_view("SqueezeBackward1", *this, with_geometry(*this, sizes(), strides(), storage_offset()));
+    Dims s = sizes(), st = strides();
+    s.erase(d);
+    st.erase(d);
+    return reshaped_view("SqueezeBackward1", *this, with_geometry(*this, s, st, storage_offset()));
+  });
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
-  d = wrap_dim(d, dim() + 1, "unsqueeze");
-  Dims s = sizes(), st = strides();
-  const int64_t stride = d < dim() ? sizes()[d] * strides()[d] : 1;
-  s.insert(d, 1);
-  st.insert(d, stride);
-  return reshaped_view("UnsqueezeBackward", *this, with_geometry(*this, s, st, storage_offset()));
+  return op_hook::op("unsqueeze", *this, d)([&]() -> Tensor {
+    d = wrap_dim(d, dim() + 1, "unsqueeze");
+    Dims s = sizes(), st = strides();
+    const int64_t stride = d < dim() ? sizes()[d] * strides()[d] : 1;
+    s.insert(d, 1);
+    st.insert(d, stride);
+    return reshaped_view("UnsqueezeBackward0", *this, with_geometry(*this, s, st, storage_offset()));
+  });
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
-  if (dim() == 0) return reshape({1});
-  start = wrap_dim(start, dim(), "flatten");
-  end = wrap_dim(end, dim(), "flatten");
-  FLB_CHECK(start <= end, ValueError, "[flatten] start_dim cannot come after end_dim");
-  Dims s;
-  for (int64_t d = 0; d < start; ++d) s.push_back(sizes()[d]);
-  int64_t m = 1;
-  for (int64_t d = start; d <= end; ++d) m *= sizes()[d];
-  s.push_back(m);
-  for (int64_t d = end + 1; d < dim(); ++d) s.push_back(sizes()[d]);
-  return reshape(s);
+  return op_hook::op("flatten", *this, start, end)([&]() -> Tensor {
+    if (dim() == 0) return reshape({1});
+    start = wrap_dim(start, dim(), "flatten");
+    end = wrap_dim(end, dim(), "flatten");
+    FLB_CHECK(start <= end, ValueError, "[flatten] start_dim cannot come after end_dim");
+    Dims s;
+    for (int64_t d = 0; d < start; ++d) s.push_back(sizes()[d]);
+    int64_t m = 1;
+    for (int64_t d = start; d <= end; ++d) m *= sizes()[d];
+    s.push_back(m);
+    for (int64_t d = end + 1; d < dim(); ++d) s.push_back(sizes()[d]);
+    return reshape(s);
+  });
 }
 
 Tensor Tensor::unflatten(int64_t d, const Dims& part) const {
-  d = wrap_dim(d, dim(), "unflatten");
-  FLB_CHECK(!part.empty(), ValueError, "[unflatten] sizes must be non-empty");
-  Dims inferred = infer_shape("unflatten", part, sizes()[d]);
-  Dims s;
-  for (int64_t i = 0; i < d; ++i) s.push_back(sizes()[i]);
-  for (int64_t v : inferred) s.push_back(v);
-  for (int64_t i = d + 1; i < dim(); ++i) s.push_back(sizes()[i]);
-  return view(s);
+  return op_hook::op("unflatten", *this, d, part)([&]() -> Tensor {
+    d = wrap_dim(d, dim(), "unflatten");
+    FLB_CHECK(!part.empty(), ValueError, "[unflatten] sizes must be non-empty");
+    Dims inferred = infer_shape("unflatten", part, sizes()[d]);
+    Dims s;
+    for (int64_t i = 0; i < d; ++i) s.push_back(sizes()[i]);
+    for (int64_t v : inferred) s.push_back(v);
+    for (int64_t i = d + 1; i < dim(); ++i) s.push_back(sizes()[i]);
+    return view(s);
+  });
 }
 
 Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<int64_t> offset) const {
-  FLB_CHECK(size.size() == stride.size(), ValueError, "[as_strided] mismatch in length of strides and shape");
-  const int64_t off = offset.value_or(storage_offset());
-  FLB_CHECK(off >= 0, ValueError, "[as_strided] negative storage offset ", off);
-  // The highest element the view reaches, off + sum (size - 1) * stride, checked for overflow.
-  int64_t max_index = off;
-  const bool empty = checked_numel(size, "as_strided") == 0;
-  for (size_t i = 0; i < size.size(); ++i) {
-    FLB_CHECK(stride[i] >= 0, ValueError, "[as_strided] negative stride in ", shape_str(stride));
-    if (!empty) max_index = add_size(max_index, mul_size(size[i] - 1, stride[i], "as_strided"), "as_strided");
-  }
-  const int64_t elems = int64_t(storage()->nbytes / element_size());
-  FLB_CHECK(empty || max_index < elems, ValueError, "[as_strided] size ", shape_str(size), " stride ",
-            shape_str(stride), " offset ", off, " is out of bounds for storage of ", elems, " elements");
-  Tensor out = with_geometry(*this, size, stride, off);
-  // Backward: each gradient element is added at its storage position (positions the view
-  // reaches twice get both), on a zero canvas laid out like the input's storage.
-  autograd::record_view("AsStridedBackward", *this, out,
-                        [elems, size, stride, off, in_size = sizes(), in_stride = strides(),
-                         in_off = storage_offset()](const Tensor& g) {
-                          Tensor pos = full({}, off, kInt64);
-                          for (size_t i = 0; i < size.size(); ++i) {
-                            Dims shape(size.size(), 1);
-                            shape[i] = size[i];
-                            pos = flambeau::add(pos, flambeau::mul(arange(size[i]), stride[i]).reshape(shape));
-                          }
-                          Tensor flat = zeros({elems}, g.dtype());
-                          index_add_(flat, 0, pos.expand(size).reshape({-1}), g.reshape({-1}));
-                          return flat.as_strided(in_size, in_stride, in_off);
-                        });
-  return out;
+  return op_hook::op("as_strided", *this, size, stride, offset)([&]() -> Tensor {
+    FLB_CHECK(size.size() == stride.size(), ValueError, "[as_strided] mismatch in length of strides and shape");
+    const int64_t off = offset.value_or(storage_offset());
+    FLB_CHECK(off >= 0, ValueError, "[as_strided] negative storage offset ", off);
+    // The highest element the view reaches, off + sum (size - 1) * stride, checked for overflow.
+    int64_t max_index = off;
+    const bool empty = checked_numel(size, "as_strided") == 0;
+    for (size_t i = 0; i < size.size(); ++i) {
+      FLB_CHECK(stride[i] >= 0, ValueError, "[as_strided] negative stride in ", shape_str(stride));
+      if (!empty) max_index = add_size(max_index, mul_size(size[i] - 1, stride[i], "as_strided"), "as_strided");
+    }
+    const int64_t elems = int64_t(storage()->nbytes / element_size());
+    FLB_CHECK(empty || max_index < elems, ValueError, "[as_strided] size ", shape_str(size), " stride ",
+              shape_str(stride), " offset ", off, " is out of bounds for storage of ", elems, " elements");
+    Tensor out = with_geometry(*this, size, stride, off);
+    // Backward: each gradient element is added at its storage position (positions the view
+    // reaches twice get both), on a zero canvas laid out like the input's storage.
+    autograd::record_view("AsStridedBackward0", *this, out,
+                          [elems, size, stride, off, in_size = sizes(), in_stride = strides(),
+                           in_off = storage_offset()](const Tensor& g) {
+                            Tensor pos = full({}, off, kInt64);
+                            for (size_t i = 0; i < size.size(); ++i) {
+                              Dims shape(size.size(), 1);
+                              shape[i] = size[i];
+                              pos = flambeau::add(pos, flambeau::mul(arange(size[i]), stride[i]).reshape(shape));
+                            }
+                            Tensor flat = zeros({elems}, g.dtype());
+                            index_add_(flat, 0, pos.expand(size).reshape({-1}), g.reshape({-1}));
+                            return flat.as_strided(in_size, in_stride, in_off);
+                          });
+    return out;
+  });
 }
 
 }  // namespace flambeau

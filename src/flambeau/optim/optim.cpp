@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "flambeau/autograd/node.h"
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/ops/ops.h"
 
@@ -86,29 +87,32 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
 }
 
 void SGD::step() {
-  autograd::NoGradGuard no_grad;
-  const std::vector<size_t> ids = with_grads("SGD", params_);
-  std::vector<bool> first(params_.size(), false);
-  for (size_t i : ids)
-    if (opt_.momentum != 0 && !buffers_[i].defined()) {
-      buffers_[i] = empty(params_[i].sizes(), params_[i].dtype());
-      first[i] = true;  // torch: the first buffer is the gradient itself (no dampening)
-    }
-  const double lr = lr_;
-  for_all_elements(params_, ids, [&]<class T>(size_t i, T* p, const T* gp, int64_t lo, int64_t hi) {
-    T* buf = buffers_[i].defined() ? buffers_[i].data<T>() : nullptr;
-    const T wd = T(opt_.weight_decay), mom = T(opt_.momentum), damp = T(1 - opt_.dampening), step = T(lr);
-    for (int64_t k = lo; k < hi; ++k) {
-      T g = opt_.maximize ? -gp[k] : gp[k];
-      if (wd != 0) g += wd * p[k];
-      if (buf) {
-        buf[k] = first[i] ? g : mom * buf[k] + damp * g;
-        g = opt_.nesterov ? g + mom * buf[k] : buf[k];
+  // Reported to the op hook as one op, as torch's fused optimizers are.
+  op_hook::op("_fused_sgd_", params_)([&] {
+    autograd::NoGradGuard no_grad;
+    const std::vector<size_t> ids = with_grads("SGD", params_);
+    std::vector<bool> first(params_.size(), false);
+    for (size_t i : ids)
+      if (opt_.momentum != 0 && !buffers_[i].defined()) {
+        buffers_[i] = empty(params_[i].sizes(), params_[i].dtype());
+        first[i] = true;  // torch: the first buffer is the gradient itself (no dampening)
       }
-      p[k] -= step * g;
-    }
+    const double lr = lr_;
+    for_all_elements(params_, ids, [&]<class T>(size_t i, T* p, const T* gp, int64_t lo, int64_t hi) {
+      T* buf = buffers_[i].defined() ? buffers_[i].data<T>() : nullptr;
+      const T wd = T(opt_.weight_decay), mom = T(opt_.momentum), damp = T(1 - opt_.dampening), step = T(lr);
+      for (int64_t k = lo; k < hi; ++k) {
+        T g = opt_.maximize ? -gp[k] : gp[k];
+        if (wd != 0) g += wd * p[k];
+        if (buf) {
+          buf[k] = first[i] ? g : mom * buf[k] + damp * g;
+          g = opt_.nesterov ? g + mom * buf[k] : buf[k];
+        }
+        p[k] -= step * g;
+      }
+    });
+    for (size_t i : ids) params_[i].bump_version();
   });
-  for (size_t i : ids) params_[i].bump_version();
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weight_decay)
@@ -122,33 +126,36 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled_weigh
 }
 
 void Adam::step() {
-  autograd::NoGradGuard no_grad;
-  const std::vector<size_t> ids = with_grads(decoupled_ ? "AdamW" : "Adam", params_);
-  for (size_t i : ids) {
-    if (!exp_avg_[i].defined()) {
-      exp_avg_[i] = zeros(params_[i].sizes(), params_[i].dtype());
-      exp_avg_sq_[i] = zeros(params_[i].sizes(), params_[i].dtype());
+  // Reported to the op hook as one op, as torch's fused optimizers are.
+  op_hook::op(decoupled_ ? "_fused_adamw_" : "_fused_adam_", params_)([&] {
+    autograd::NoGradGuard no_grad;
+    const std::vector<size_t> ids = with_grads(decoupled_ ? "AdamW" : "Adam", params_);
+    for (size_t i : ids) {
+      if (!exp_avg_[i].defined()) {
+        exp_avg_[i] = zeros(params_[i].sizes(), params_[i].dtype());
+        exp_avg_sq_[i] = zeros(params_[i].sizes(), params_[i].dtype());
+      }
+      ++steps_[i];
     }
-    ++steps_[i];
-  }
-  const double lr = lr_;
-  for_all_elements(params_, ids, [&]<class T>(size_t i, T* p, const T* gp, int64_t lo, int64_t hi) {
-    T* m = exp_avg_[i].data<T>();
-    T* v = exp_avg_sq_[i].data<T>();
-    const double t = double(steps_[i]);
-    const T bc1 = T(1 - std::pow(opt_.beta1, t)), bc2_sqrt = T(std::sqrt(1 - std::pow(opt_.beta2, t)));
-    const T step_size = T(lr) / bc1, b1 = T(1 - opt_.beta1), b2 = T(opt_.beta2), one_b2 = T(1 - opt_.beta2);
-    const T wd = T(opt_.weight_decay), decay = T(1 - lr * opt_.weight_decay), eps = T(opt_.eps);
-    for (int64_t k = lo; k < hi; ++k) {
-      T g = opt_.maximize ? -gp[k] : gp[k];
-      if (decoupled_) p[k] *= decay;
-      else if (wd != 0) g += wd * p[k];
-      m[k] += b1 * (g - m[k]);  // lerp toward g by 1 - beta1
-      v[k] = v[k] * b2 + one_b2 * g * g;
-      p[k] -= step_size * (m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps));
-    }
+    const double lr = lr_;
+    for_all_elements(params_, ids, [&]<class T>(size_t i, T* p, const T* gp, int64_t lo, int64_t hi) {
+      T* m = exp_avg_[i].data<T>();
+      T* v = exp_avg_sq_[i].data<T>();
+      const double t = double(steps_[i]);
+      const T bc1 = T(1 - std::pow(opt_.beta1, t)), bc2_sqrt = T(std::sqrt(1 - std::pow(opt_.beta2, t)));
+      const T step_size = T(lr) / bc1, b1 = T(1 - opt_.beta1), b2 = T(opt_.beta2), one_b2 = T(1 - opt_.beta2);
+      const T wd = T(opt_.weight_decay), decay = T(1 - lr * opt_.weight_decay), eps = T(opt_.eps);
+      for (int64_t k = lo; k < hi; ++k) {
+        T g = opt_.maximize ? -gp[k] : gp[k];
+        if (decoupled_) p[k] *= decay;
+        else if (wd != 0) g += wd * p[k];
+        m[k] += b1 * (g - m[k]);  // lerp toward g by 1 - beta1
+        v[k] = v[k] * b2 + one_b2 * g * g;
+        p[k] -= step_size * (m[k] / (std::sqrt(v[k]) / bc2_sqrt + eps));
+      }
+    });
+    for (size_t i : ids) params_[i].bump_version();
   });
-  for (size_t i : ids) params_[i].bump_version();
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamOptions options) : Adam(std::move(params), options, true) {}

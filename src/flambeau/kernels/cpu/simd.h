@@ -30,7 +30,7 @@ void f32_to_f16(const float* x, Half* y, int64_t n);
 void f16_to_f32(const Half* x, float* y, int64_t n);
 
 // Reductions of a contiguous array, in a fixed order (the same result on every call).
-// Sums accumulate in double beyond blocks of 1024 elements.
+// Sums accumulate in double beyond blocks of 512 elements (kBlock in simd_reduce.cpp).
 double sum_f32(const float* x, int64_t n);
 double sum_f64(const double* x, int64_t n);
 // NaN if any element is NaN; -inf (max) / +inf (min) for n == 0.
