@@ -22,38 +22,40 @@ _global_backward_pre_hooks = OrderedDict()
 _global_backward_hooks = OrderedDict()
 
 
+def _add_hook(hooks, hook, *, prepend=False, flags=()):
+    """Stores `hook` in the OrderedDict `hooks` (first when prepend) and returns its handle;
+    flags: (dict, enabled) pairs marking the hook in each dict where enabled (the handle
+    removes it from all of them)."""
+    handle = RemovableHandle(hooks, extra_dict=[d for d, _ in flags] or None)
+    hooks[handle.id] = hook
+    for d, enabled in flags:
+        if enabled:
+            d[handle.id] = True
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
 def register_module_forward_pre_hook(hook):
     """hook(module, args) -> None or new args, before every module's forward pre-hooks."""
-    handle = RemovableHandle(_global_forward_pre_hooks)
-    _global_forward_pre_hooks[handle.id] = hook
-    return handle
+    return _add_hook(_global_forward_pre_hooks, hook)
 
 
 def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
     """hook(module, args, output) (with_kwargs: hook(module, args, kwargs, output)) -> None or
     new output, before every module's forward hooks; always_call: also when forward raised."""
-    handle = RemovableHandle(_global_forward_hooks,
-                             extra_dict=[_global_forward_hooks_always_called, _global_forward_hooks_with_kwargs])
-    _global_forward_hooks[handle.id] = hook
-    if with_kwargs:
-        _global_forward_hooks_with_kwargs[handle.id] = True
-    if always_call:
-        _global_forward_hooks_always_called[handle.id] = True
-    return handle
+    return _add_hook(_global_forward_hooks, hook, flags=[(_global_forward_hooks_always_called, always_call),
+                                                         (_global_forward_hooks_with_kwargs, with_kwargs)])
 
 
 def register_module_full_backward_pre_hook(hook):
     """hook(module, grad_output) -> None or new grad_output, before every module's own."""
-    handle = RemovableHandle(_global_backward_pre_hooks)
-    _global_backward_pre_hooks[handle.id] = hook
-    return handle
+    return _add_hook(_global_backward_pre_hooks, hook)
 
 
 def register_module_full_backward_hook(hook):
     """hook(module, grad_input, grad_output) -> None or new grad_input, before every module's own."""
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return _add_hook(_global_backward_hooks, hook)
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -176,65 +178,40 @@ class Module:
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """hook(module, args) -> None or new args (a non-tuple is wrapped in one); with_kwargs:
         hook(module, args, kwargs) -> None or (new_args, new_kwargs). prepend: run first."""
-        handle = RemovableHandle(self._forward_pre_hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
-        self._forward_pre_hooks[handle.id] = hook
-        if with_kwargs:
-            self._forward_pre_hooks_with_kwargs[handle.id] = True
-        if prepend:
-            self._forward_pre_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return _add_hook(self._forward_pre_hooks, hook, prepend=prepend,
+                         flags=[(self._forward_pre_hooks_with_kwargs, with_kwargs)])
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
         """hook(module, args, output) (with_kwargs: hook(module, args, kwargs, output)) -> None or
         new output. always_call: also runs when forward raised. prepend: run first."""
-        handle = RemovableHandle(self._forward_hooks,
-                                 extra_dict=[self._forward_hooks_with_kwargs, self._forward_hooks_always_called])
-        self._forward_hooks[handle.id] = hook
-        if with_kwargs:
-            self._forward_hooks_with_kwargs[handle.id] = True
-        if always_call:
-            self._forward_hooks_always_called[handle.id] = True
-        if prepend:
-            self._forward_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return _add_hook(self._forward_hooks, hook, prepend=prepend,
+                         flags=[(self._forward_hooks_with_kwargs, with_kwargs),
+                                (self._forward_hooks_always_called, always_call)])
 
     def register_full_backward_pre_hook(self, hook, prepend=False):
         """hook(module, grad_output) -> None or new grad_output, when the gradients w.r.t. the
         module's outputs are known (see flambeau.utils.hooks.BackwardHook)."""
-        handle = RemovableHandle(self._backward_pre_hooks)
-        self._backward_pre_hooks[handle.id] = hook
-        if prepend:
-            self._backward_pre_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return _add_hook(self._backward_pre_hooks, hook, prepend=prepend)
 
     def register_full_backward_hook(self, hook, prepend=False):
         """hook(module, grad_input, grad_output) -> None or new grad_input, when the gradients
         w.r.t. the module's positional inputs are known (None for inputs without one)."""
-        handle = RemovableHandle(self._backward_hooks)
-        self._backward_hooks[handle.id] = hook
-        if prepend:
-            self._backward_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return _add_hook(self._backward_hooks, hook, prepend=prepend)
 
     def register_state_dict_pre_hook(self, hook):
         """hook(module, prefix, keep_vars), before this module saves its entries."""
-        handle = RemovableHandle(self._state_dict_pre_hooks)
-        self._state_dict_pre_hooks[handle.id] = hook
-        return handle
+        return _add_hook(self._state_dict_pre_hooks, hook)
 
     def register_state_dict_post_hook(self, hook):
         """hook(module, state_dict, prefix, local_metadata) -> None, after this module and its
         children saved theirs; it may edit state_dict in place."""
-        handle = RemovableHandle(self._state_dict_hooks, extra_dict=None)
-        self._state_dict_hooks[handle.id] = hook
+        handle = _add_hook(self._state_dict_hooks, hook)
         self._state_dict_hooks_public.add(handle.id)
         return handle
 
     def _register_state_dict_hook(self, hook):
         """The private form: a result that is not None replaces the state_dict."""
-        handle = RemovableHandle(self._state_dict_hooks)
-        self._state_dict_hooks[handle.id] = hook
-        return handle
+        return _add_hook(self._state_dict_hooks, hook)
 
     def register_load_state_dict_pre_hook(self, hook):
         """hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
@@ -243,16 +220,12 @@ class Module:
         return self._register_load_state_dict_pre_hook(hook, with_module=True)
 
     def _register_load_state_dict_pre_hook(self, hook, with_module=False):
-        handle = RemovableHandle(self._load_state_dict_pre_hooks)
-        self._load_state_dict_pre_hooks[handle.id] = _WrappedHook(hook, self if with_module else None)
-        return handle
+        return _add_hook(self._load_state_dict_pre_hooks, _WrappedHook(hook, self if with_module else None))
 
     def register_load_state_dict_post_hook(self, hook):
         """hook(module, incompatible_keys) -> None, after loading; it may edit
         incompatible_keys.missing_keys / unexpected_keys in place (strict checks what is left)."""
-        handle = RemovableHandle(self._load_state_dict_post_hooks)
-        self._load_state_dict_post_hooks[handle.id] = hook
-        return handle
+        return _add_hook(self._load_state_dict_post_hooks, hook)
 
     # ---- registration -------------------------------------------------------------
     def __setattr__(self, name, value):
