@@ -36,10 +36,7 @@ void notify(OpCall&& call) {
     snapshot = r.listeners;
   }
   // A listener's own ops are not user-level calls.
-  ++depth();
-  struct Leave {
-    ~Leave() { --depth(); }
-  } leave;
+  const Internal inside;
   for (const auto& [id, listener] : *snapshot) listener(call);
 }
 

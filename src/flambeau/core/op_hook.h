@@ -168,8 +168,8 @@ PendingCall<Args...> op(std::string_view name, const Args&... args) {
   return {name, std::tuple<const Args&...>(args...)};
 }
 
-// RAII: ops run inside it are not reported (the autograd engine runs backward in one;
-// composite entry points that are not ops, like an optimizer step, may use it too).
+// RAII: ops run inside it are not reported (listeners run in one; code that calls ops on
+// the user's behalf without being an op itself may use it too).
 class Internal {
  public:
   Internal() { ++detail::depth(); }
