@@ -162,7 +162,7 @@ Tensor linear16(const Tensor& x, nn::Linear& layer, DType dt) {
 }
 
 Tensor linear(const Tensor& x, nn::Linear& layer, DType dt) {
-  if (dt == kFloat32) return layer.forward(x);
+  if (dt == kFloat32) return layer(x);
   return op_hook::op("gpt::linear16", x, layer.weight, dt)([&] { return linear16(x, layer, dt); });
 }
 
@@ -277,15 +277,15 @@ Tensor Gpt::hidden(const Tensor& inputs, const Tensor& doc_ids) {
   // Blocks of 64: fortunes are short (about 170 bytes), so finer blocks skip more of the
   // other documents and of the causal upper triangle (11 ms less per step than 128).
   const attn::BlockMask mask = attn::create_block_mask(attn::and_masks(mods), B, 1, T, T, 64);
-  Tensor x = wte->forward(inputs);
+  Tensor x = (*wte)(inputs);
   for (const auto& b : blocks) {
-    const Tensor h = b->attn_norm->forward(x);
+    const Tensor h = (*b->attn_norm)(x);
     const auto [q, k, v] = qkv(*b, h, 0);
     const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr(), mask).first;
     x = x + linear(a.transpose(1, 2).reshape({B, T, H * D}), *b->wo, gemm_dtype());
-    x = x + mlp(*b, b->mlp_norm->forward(x));
+    x = x + mlp(*b, (*b->mlp_norm)(x));
   }
-  return norm->forward(x);
+  return (*norm)(x);
 }
 
 Tensor Gpt::loss(const Tensor& inputs, const Tensor& targets, const Tensor& doc_ids, double z_loss) {
@@ -308,22 +308,22 @@ Tensor Gpt::decode_step(int64_t token, KVCache& cache) {
   const int64_t H = config.n_head, D = config.head_dim(), pos = cache.length;
   FLB_CHECK(pos < cache.k[0].size(2) && pos < config.seq_len, ValueError, "[gpt] the KV cache is full (", pos,
             " positions)");
-  Tensor x = wte->forward(full({1, 1}, token, kInt64));
+  Tensor x = (*wte)(full({1, 1}, token, kInt64));
   // With a sliding window, position pos sees keys [pos - window, pos].
   const int64_t first = config.window > 0 ? std::max<int64_t>(0, pos - config.window) : 0;
   for (size_t l = 0; l < blocks.size(); ++l) {
     const Block& b = *blocks[l];
-    const Tensor h = b.attn_norm->forward(x);
+    const Tensor h = (*b.attn_norm)(x);
     const auto [q, k_new, v_new] = qkv(b, h, pos);
     cache.k[l].narrow(2, pos, 1).copy_(k_new);
     cache.v[l].narrow(2, pos, 1).copy_(v_new);
     const Tensor k = cache.k[l].narrow(2, first, pos + 1 - first), v = cache.v[l].narrow(2, first, pos + 1 - first);
     const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr()).first;
     x = x + linear(a.transpose(1, 2).reshape({1, 1, H * D}), *b.wo, gemm_dtype());
-    x = x + mlp(b, b.mlp_norm->forward(x));
+    x = x + mlp(b, (*b.mlp_norm)(x));
   }
   cache.length = pos + 1;
-  return F::linear(norm->forward(x).reshape({config.d_model}), wte->weight);
+  return F::linear((*norm)(x).reshape({config.d_model}), wte->weight);
 }
 
 double train_step_flops(const Config& c, int64_t batch, int64_t seq_len) {

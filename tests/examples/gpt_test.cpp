@@ -233,6 +233,12 @@ TEST(Gpt, OpHookSeesTheStepsUserLevelOps) {
                          "_fused_adamw_"})
     want.emplace_back(op);
   EXPECT_EQ(seen, want);
+  // The model calls its layers through their hooks (FSDP and DDP attach there).
+  int norms = 0;
+  auto handle = model.norm->register_forward_hook(
+      [&](nn::Module&, const nn::TensorList&, const Tensor&) -> std::optional<Tensor> { return ++norms, std::nullopt; });
+  (void)model.loss(b.inputs, b.targets, b.doc_ids, 0.0);
+  EXPECT_EQ(norms, 1);
   fs::remove_all(data);
 }
 

@@ -5,7 +5,10 @@
 #include <string>
 
 #include "flambeau/autograd/function.h"
-#include "flambeau/kernels/cpu/simd.h"
+
+namespace flambeau::kernels {
+enum class UnaryOp : uint8_t;  // kernels/cpu/simd.h
+}  // namespace flambeau::kernels
 
 namespace flambeau::autograd {
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "flambeau/autograd/derivatives.h"
+#include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::autograd {

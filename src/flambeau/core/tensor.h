@@ -14,7 +14,7 @@
 #include "flambeau/core/dtype.h"
 #include "flambeau/core/scalar.h"
 #include "flambeau/core/shape.h"
-#include "flambeau/ops/op_list.h"
+#include "flambeau/core/op_list.h"
 
 namespace flambeau {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "flambeau/core/half.h"
-#include "flambeau/ops/op_list.h"
+#include "flambeau/core/op_list.h"
 
 namespace flambeau::kernels {
 
