@@ -22,7 +22,7 @@ Tensor release_call(auto&& f) {
 
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // Unary elementwise ops, with in-place forms as methods.
-#define FLB_BIND_UNARY(name, kind)                                                                   \
+#define FLB_BIND_UNARY(name, kind, ...)                                                               \
   def_both(m, cls, #name, [](const Tensor& t) { return flambeau::name(t); }, release_gil());          \
   cls.def(#name "_", [](nb::handle self) {                                                           \
     Tensor& t = nb::cast<Tensor&>(self);                                                             \
@@ -34,6 +34,12 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   });
   FLB_UNARY_OPS(FLB_BIND_UNARY)
 #undef FLB_BIND_UNARY
+  // The unary op schema as data for the tests: (name, kind, lo, hi) per op (core/op_list.h).
+  nb::list unary_schema;
+#define FLB_SCHEMA_ROW(name, kind, lo, hi) unary_schema.append(nb::make_tuple(#name, #kind, double(lo), double(hi)));
+  FLB_UNARY_OPS(FLB_SCHEMA_ROW)
+#undef FLB_SCHEMA_ROW
+  m.attr("_unary_op_schema") = unary_schema;
   def_both(m, cls, "gelu", [](const Tensor& t, const std::string& approximate) { return gelu(t, approximate); },
            "input"_a, "approximate"_a = "none", release_gil());
   def_both(m, cls, "softplus", [](const Tensor& t, double beta, double threshold) { return softplus(t, beta, threshold); },

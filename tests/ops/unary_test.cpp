@@ -82,6 +82,29 @@ TEST(Unary, FloatDtypesLayoutsAndSizes) {
         }
 }
 
+// Every op of the schema (core/op_list.h), with no list to keep: each dtype and layout on the
+// op's [lo, hi] agrees with the op on the same values in float64 rounded to the dtype (the
+// double-precision references above and the OpInfo tests against PyTorch check the values).
+TEST(Unary, EverySchemaOpAgreesWithItsFloat64Form) {
+  int count = 0;
+  auto check = [&](const char* name, Tensor (*op)(const Tensor&), double lo, double hi) {
+    ++count;
+    for (DType dt : {kFloat32, kBFloat16, kFloat16})
+      for (Layout layout : kAllLayouts) {
+        Tensor x = random_tensor({37, 19}, dt, layout, 11, lo, hi);
+        Tensor y = op(x);
+        ASSERT_EQ(y.dtype(), dt) << name;
+        const std::vector<double> ref = values(op(x.to(kFloat64)).to(dt));
+        EXPECT_TRUE(all_close(values(y), ref, rtol_for(dt), atol_for(dt)))
+            << name << " " << dtype_name(dt) << " " << layout_name(layout);
+      }
+  };
+#define FLB_CHECK_OP(name, kind, lo, hi) check(#name, [](const Tensor& t) { return flambeau::name(t); }, lo, hi);
+  FLB_UNARY_OPS(FLB_CHECK_OP)
+#undef FLB_CHECK_OP
+  EXPECT_GE(count, 25);
+}
+
 TEST(Unary, EmptyInput) {
   for (const UnaryCase& c : cases()) {
     Tensor y = c.op(empty({0, 3}));

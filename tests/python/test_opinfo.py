@@ -11,7 +11,9 @@ huge, tiny) follow a written rule that flambeau must satisfy whatever the CPU:
     (exp(-inf) = 0, sin(inf) = NaN, log(-0) = -inf,  neg floor ceil trunc round log log2 log10
     sqrt(-0) = -0, 1/sqrt(-0) = -inf, pow(x, 0) = 1, log1p sqrt rsqrt reciprocal add sub mul
     atan2(-0, -0) = -pi, inf - inf = NaN, 1/-0 = -inf) div pow atan2 remainder floor_divide
-                                                     maximum minimum clamp ...
+                                                     maximum minimum clamp ..., and every other op
+                                                     of the unary schema: numpy's function of its
+                                                     name (asin: numpy's arcsin)
   the limit of the formula at +-inf                  sigmoid(+inf) = 1, sigmoid(-inf) = 0,
                                                      silu/gelu(+inf) = +inf, silu/gelu(-inf) = 0
   NaN in, NaN out (maximum/minimum/clamp too)        every float op, except where/comparisons
@@ -142,8 +144,15 @@ IEEE = {"exp": np.exp, "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "tanh": 
 SIGNED_ZERO = {"neg", "abs", "floor", "ceil", "trunc", "sqrt", "mul", "reciprocal"}
 
 
+def numpy_function(name):
+    """numpy's float64 function of an op: the same name, or numpy's arc- name for the inverse
+    trigonometric and hyperbolic ops (asin: arcsin, atanh: arctanh)."""
+    return getattr(np, name) if hasattr(np, name) else getattr(np, "arc" + name[1:])
+
+
 def unary(name, **kw):
-    return Op(name, rule=np_rule(IEEE[name]), signed_zero=name in SIGNED_ZERO, **kw)
+    kw.setdefault("rule", np_rule(IEEE.get(name) or numpy_function(name)))
+    return Op(name, signed_zero=name in SIGNED_ZERO, **kw)
 
 
 def binary(name, **kw):
@@ -238,19 +247,17 @@ def reduce_last(fn):
     return lambda x: fn(x, -1) if x.dim() > 0 else fn(x, 0)
 
 
+# What differs from the defaults for some ops of the unary schema.
+UNARY_EXTRA = {"sign": dict(dtypes=FLOATS + INTS[:2]), "relu": dict(dtypes=FLOATS + INTS[:2]),
+               "silu": dict(torch_fn=torch.nn.functional.silu, rule=SILU64)}
+
 OPS = [
-    *[unary(n) for n in ["exp", "expm1", "sin", "cos", "tanh", "sigmoid", "erf", "abs", "neg", "floor", "ceil",
-                         "trunc"]],
-    unary("log", lo=0.1, hi=5), unary("log1p", lo=0.1, hi=5), unary("sqrt", lo=0, hi=5),
-    unary("rsqrt", lo=0.1, hi=5),
-    unary("exp2"), unary("log2", lo=0.1, hi=5), unary("log10", lo=0.1, hi=5), unary("reciprocal"),
-    unary("tan", lo=-1.4, hi=1.4), unary("sign", dtypes=FLOATS + INTS[:2]),
-    unary("relu", dtypes=FLOATS + INTS[:2]), Op("abs_int", fl.abs, torch.abs, dtypes=INTS[:3]),
-    unary("round", fn=fl.round, torch_fn=torch.round, lo=-5, hi=5),
+    # Every op of the unary schema (core/op_list.h), sampled on its [lo, hi].
+    *[unary(n, lo=lo, hi=hi, **UNARY_EXTRA.get(n, {})) for n, _kind, lo, hi in fl._C._unary_op_schema],
+    Op("abs_int", fl.abs, torch.abs, dtypes=INTS[:3]),
     Op("gelu", torch_fn=torch.nn.functional.gelu, rule=GELU64),
     Op("gelu_tanh", lambda x: fl.gelu(x, approximate="tanh"), lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
        rule=GELU_TANH64),
-    Op("silu", fl.silu, torch.nn.functional.silu, rule=SILU64),
     binary("add", dtypes=FLOATS + INTS[:2]), binary("sub", dtypes=FLOATS + INTS[:2]),
     binary("mul", dtypes=FLOATS + INTS[:2] + ["bool"]),
     binary("div", lo=0.5, hi=4), binary("maximum", dtypes=FLOATS + INTS[:2]),

@@ -2,17 +2,43 @@
 // methods, the in-place variants and the kernel dispatch are generated from these lists.
 #pragma once
 
-// Unary ops. X(name, kind): kind says what integer and bool inputs do:
-//   ToFloat:   computed in float32 (torch.exp on int64 gives float32)
-//   KeepInt:   computed in the input's integer type
-//   FloatOnly: integer inputs are a TypeError
-#define FLB_UNARY_OPS(X)                                                                   \
-  X(neg, KeepInt) X(abs, KeepInt) X(sign, KeepInt) X(exp, ToFloat) X(exp2, ToFloat)        \
-  X(expm1, ToFloat) X(log, ToFloat) X(log2, ToFloat) X(log10, ToFloat) X(log1p, ToFloat)   \
-  X(sqrt, ToFloat) X(rsqrt, ToFloat) X(reciprocal, ToFloat) X(sin, ToFloat)                \
-  X(cos, ToFloat) X(tan, ToFloat) X(tanh, ToFloat) X(sigmoid, ToFloat) X(relu, KeepInt)    \
-  X(silu, FloatOnly) X(erf, ToFloat) X(floor, KeepInt) X(ceil, KeepInt) X(round, KeepInt)  \
-  X(trunc, KeepInt)
+// Unary ops: the schema from which the public function, the in-place form, the Tensor
+// methods, the Python bindings, the kernel dispatch enum, the gradcheck case and the OpInfo
+// comparison with PyTorch all come. Adding one takes this line, its kernel (a case in
+// kernels/cpu/simd_unary.cpp) and its derivative (autograd/derivatives_elementwise.cpp);
+// switches over the ops have no default, so a missing case fails to build.
+// X(name, kind, lo, hi):
+//   kind: what integer and bool inputs do:
+//     ToFloat:   computed in float32 (torch.exp on int64 gives float32)
+//     KeepInt:   computed in the input's integer type (its formula: int_unary in ops/unary.cpp)
+//     FloatOnly: integer inputs are a TypeError
+//   [lo, hi]: where tests sample the op: inside its domain, away from poles.
+#define FLB_UNARY_OPS(X)             \
+  X(neg, KeepInt, -3, 3)        \
+  X(abs, KeepInt, -3, 3)        \
+  X(sign, KeepInt, -3, 3)       \
+  X(exp, ToFloat, -3, 3)        \
+  X(exp2, ToFloat, -3, 3)       \
+  X(expm1, ToFloat, -3, 3)      \
+  X(log, ToFloat, 0.1, 5)       \
+  X(log2, ToFloat, 0.1, 5)      \
+  X(log10, ToFloat, 0.1, 5)     \
+  X(log1p, ToFloat, 0.1, 5)     \
+  X(sqrt, ToFloat, 0, 5)        \
+  X(rsqrt, ToFloat, 0.1, 5)     \
+  X(reciprocal, ToFloat, -3, 3) \
+  X(sin, ToFloat, -3, 3)        \
+  X(cos, ToFloat, -3, 3)        \
+  X(tan, ToFloat, -1.4, 1.4)    \
+  X(tanh, ToFloat, -3, 3)       \
+  X(sigmoid, ToFloat, -3, 3)    \
+  X(relu, KeepInt, -3, 3)       \
+  X(silu, FloatOnly, -3, 3)     \
+  X(erf, ToFloat, -3, 3)        \
+  X(floor, KeepInt, -3, 3)      \
+  X(ceil, KeepInt, -3, 3)       \
+  X(round, KeepInt, -5, 5)      \
+  X(trunc, KeepInt, -3, 3)
 
 // Binary arithmetic ops with a tensor or a Scalar on either side.
 #define FLB_BINARY_OPS(X)                                                             \

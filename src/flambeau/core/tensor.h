@@ -164,7 +164,7 @@ class Tensor {
   Tensor& zero_() { return fill_(0); }
 
   // Elementwise ops as methods (see ops.h for their meaning).
-#define FLB_DECL_UNARY(name, kind) \
+#define FLB_DECL_UNARY(name, kind, ...) \
   Tensor name() const;             \
   Tensor& name##_();
   FLB_UNARY_OPS(FLB_DECL_UNARY)

@@ -45,7 +45,7 @@ DType result_type(const std::vector<Tensor>& tensors);
 DType result_type(const Tensor& a, const Tensor& b);
 
 // ---- elementwise ----------------------------------------------------------------------
-#define FLB_DECL_UNARY(name, kind) \
+#define FLB_DECL_UNARY(name, kind, ...) \
   Tensor name(const Tensor& t);    \
   Tensor& name##_(Tensor& t);
 FLB_UNARY_OPS(FLB_DECL_UNARY)

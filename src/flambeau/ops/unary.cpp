@@ -27,11 +27,17 @@ T int_unary(UnaryOp op, T x) {
       case UnaryOp::sign: return T((T(0) < x) - (x < T(0)));
       case UnaryOp::relu: return x < 0 ? T(0) : x;
       case UnaryOp::floor: case UnaryOp::ceil: case UnaryOp::round: case UnaryOp::trunc: return x;  // exact
-      // ToFloat and FloatOnly ops never run on integers.
-      case UnaryOp::exp: case UnaryOp::exp2: case UnaryOp::expm1: case UnaryOp::log: case UnaryOp::log2:
-      case UnaryOp::log10: case UnaryOp::log1p: case UnaryOp::sqrt: case UnaryOp::rsqrt: case UnaryOp::reciprocal:
-      case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::tan: case UnaryOp::tanh: case UnaryOp::sigmoid:
-      case UnaryOp::silu: case UnaryOp::erf: case UnaryOp::gelu_erf: case UnaryOp::gelu_tanh: return x;
+      // ToFloat and FloatOnly ops never run on integers: their cases come from the table.
+#define FLB_FLOAT_CASE(name, kind, ...) FLB_FLOAT_CASE_##kind(name)
+#define FLB_FLOAT_CASE_ToFloat(name) case UnaryOp::name:
+#define FLB_FLOAT_CASE_FloatOnly(name) case UnaryOp::name:
+#define FLB_FLOAT_CASE_KeepInt(name)
+      FLB_UNARY_OPS(FLB_FLOAT_CASE)
+#undef FLB_FLOAT_CASE
+#undef FLB_FLOAT_CASE_ToFloat
+#undef FLB_FLOAT_CASE_FloatOnly
+#undef FLB_FLOAT_CASE_KeepInt
+      case UnaryOp::gelu_erf: case UnaryOp::gelu_tanh: return x;
     }
     return x;
   }
@@ -96,7 +102,7 @@ Tensor predicate(const Tensor& t, const F& f) {
 
 }  // namespace
 
-#define FLB_DEFINE_UNARY(name, kind)                                                                  \
+#define FLB_DEFINE_UNARY(name, kind, ...)                                                             \
   FLB_OP(name, (const Tensor& t), (t), Tensor) {                                                      \
     return unary(#name, UnaryOp::name, UnaryKind::kind, t, nullptr);                                  \
   }                                                                                                   \

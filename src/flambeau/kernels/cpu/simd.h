@@ -10,7 +10,7 @@
 namespace flambeau::kernels {
 
 enum class UnaryOp : uint8_t {
-#define FLB_ENUM(name, kind) name,
+#define FLB_ENUM(name, kind, ...) name,
   FLB_UNARY_OPS(FLB_ENUM)
 #undef FLB_ENUM
   gelu_erf,
