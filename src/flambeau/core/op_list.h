@@ -13,31 +13,31 @@
 //     KeepInt:   computed in the input's integer type (its formula: int_unary in ops/unary.cpp)
 //     FloatOnly: integer inputs are a TypeError
 //   [lo, hi]: where tests sample the op: inside its domain, away from poles.
-#define FLB_UNARY_OPS(X)             \
-  X(neg, KeepInt, -3, 3)        \
-  X(abs, KeepInt, -3, 3)        \
-  X(sign, KeepInt, -3, 3)       \
-  X(exp, ToFloat, -3, 3)        \
-  X(exp2, ToFloat, -3, 3)       \
-  X(expm1, ToFloat, -3, 3)      \
-  X(log, ToFloat, 0.1, 5)       \
-  X(log2, ToFloat, 0.1, 5)      \
-  X(log10, ToFloat, 0.1, 5)     \
-  X(log1p, ToFloat, 0.1, 5)     \
-  X(sqrt, ToFloat, 0, 5)        \
-  X(rsqrt, ToFloat, 0.1, 5)     \
-  X(reciprocal, ToFloat, -3, 3) \
-  X(sin, ToFloat, -3, 3)        \
-  X(cos, ToFloat, -3, 3)        \
-  X(tan, ToFloat, -1.4, 1.4)    \
-  X(tanh, ToFloat, -3, 3)       \
-  X(sigmoid, ToFloat, -3, 3)    \
-  X(relu, KeepInt, -3, 3)       \
-  X(silu, FloatOnly, -3, 3)     \
-  X(erf, ToFloat, -3, 3)        \
-  X(floor, KeepInt, -3, 3)      \
-  X(ceil, KeepInt, -3, 3)       \
-  X(round, KeepInt, -5, 5)      \
+#define FLB_UNARY_OPS(X)         \
+  X(neg, KeepInt, -3, 3)         \
+  X(abs, KeepInt, -3, 3)         \
+  X(sign, KeepInt, -3, 3)        \
+  X(exp, ToFloat, -3, 3)         \
+  X(exp2, ToFloat, -3, 3)        \
+  X(expm1, ToFloat, -3, 3)       \
+  X(log, ToFloat, 0.1, 5)        \
+  X(log2, ToFloat, 0.1, 5)       \
+  X(log10, ToFloat, 0.1, 5)      \
+  X(log1p, ToFloat, 0.1, 5)      \
+  X(sqrt, ToFloat, 0, 5)         \
+  X(rsqrt, ToFloat, 0.1, 5)      \
+  X(reciprocal, ToFloat, -3, 3)  \
+  X(sin, ToFloat, -3, 3)         \
+  X(cos, ToFloat, -3, 3)         \
+  X(tan, ToFloat, -1.4, 1.4)     \
+  X(tanh, ToFloat, -3, 3)        \
+  X(sigmoid, ToFloat, -3, 3)     \
+  X(relu, KeepInt, -3, 3)        \
+  X(silu, FloatOnly, -3, 3)      \
+  X(erf, ToFloat, -3, 3)         \
+  X(floor, KeepInt, -3, 3)       \
+  X(ceil, KeepInt, -3, 3)        \
+  X(round, KeepInt, -5, 5)       \
   X(trunc, KeepInt, -3, 3)
 
 // Binary arithmetic ops with a tensor or a Scalar on either side.
