@@ -30,6 +30,14 @@
   X(sin, ToFloat, -3, 3)         \
   X(cos, ToFloat, -3, 3)         \
   X(tan, ToFloat, -1.4, 1.4)     \
+  X(asin, ToFloat, -0.95, 0.95)  \
+  X(acos, ToFloat, -0.95, 0.95)  \
+  X(atan, ToFloat, -3, 3)        \
+  X(sinh, ToFloat, -3, 3)        \
+  X(cosh, ToFloat, -3, 3)        \
+  X(asinh, ToFloat, -3, 3)       \
+  X(acosh, ToFloat, 1.1, 5)      \
+  X(atanh, ToFloat, -0.95, 0.95) \
   X(tanh, ToFloat, -3, 3)        \
   X(sigmoid, ToFloat, -3, 3)     \
   X(relu, KeepInt, -3, 3)        \

@@ -1,5 +1,6 @@
 // Unary elementwise SIMD kernels (float32 and float64). Ops with a vector form use
-// Highway; sin/cos/tan/exp2/expm1/log2/log10/log1p call libm per lane for accuracy.
+// Highway; the others (sin, cos, tan, the inverse and hyperbolic functions, exp2, expm1,
+// log2, log10, log1p) call libm per lane for accuracy.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "flambeau/kernels/cpu/simd_unary.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -47,6 +48,14 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
     case UnaryOp::sin: return map_libm(x, y, n, [](T v) { return std::sin(v); });
     case UnaryOp::cos: return map_libm(x, y, n, [](T v) { return std::cos(v); });
     case UnaryOp::tan: return map_libm(x, y, n, [](T v) { return std::tan(v); });
+    case UnaryOp::asin: return map_libm(x, y, n, [](T v) { return std::asin(v); });
+    case UnaryOp::acos: return map_libm(x, y, n, [](T v) { return std::acos(v); });
+    case UnaryOp::atan: return map_libm(x, y, n, [](T v) { return std::atan(v); });
+    case UnaryOp::sinh: return map_libm(x, y, n, [](T v) { return std::sinh(v); });
+    case UnaryOp::cosh: return map_libm(x, y, n, [](T v) { return std::cosh(v); });
+    case UnaryOp::asinh: return map_libm(x, y, n, [](T v) { return std::asinh(v); });
+    case UnaryOp::acosh: return map_libm(x, y, n, [](T v) { return std::acosh(v); });
+    case UnaryOp::atanh: return map_libm(x, y, n, [](T v) { return std::atanh(v); });
     case UnaryOp::tanh: return map_libm(x, y, n, [](T v) { return std::tanh(v); });
     case UnaryOp::sigmoid: return map_unary(x, y, n, sigmoid);
     case UnaryOp::relu:
