@@ -151,7 +151,8 @@ def numpy_function(name):
 
 
 def unary(name, **kw):
-    kw.setdefault("rule", np_rule(IEEE.get(name) or numpy_function(name)))
+    if "rule" not in kw:
+        kw["rule"] = np_rule(IEEE.get(name) or numpy_function(name))
     return Op(name, signed_zero=name in SIGNED_ZERO, **kw)
 
 
