@@ -112,8 +112,9 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__hash__", [](nb::handle self) { return nb::hash(nb::int_(uintptr_t(self.ptr()))); })
       .def("__dlpack__", [](const Tensor& t, nb::kwargs) { return to_dlpack(t); })
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })
-      .def("__getitem__", &getitem)
-      .def("__setitem__", &setitem)
+      // .none(): nanobind refuses None arguments unless told; t[None] adds a dim.
+      .def("__getitem__", &getitem, "key"_a.none())
+      .def("__setitem__", &setitem, "key"_a.none(), "value"_a)
       // Copies and conversions.
       .def("contiguous", &Tensor::contiguous, release_gil())
       .def("clone", &Tensor::clone, release_gil())

@@ -76,6 +76,15 @@ def test_getitem_matches_torch(key):
     assert_close(x[fkey], t[tkey])
 
 
+@pytest.mark.parametrize("key", [None, 1, -2, Ellipsis, slice(1, 3), True], ids=repr)
+def test_a_key_that_is_not_a_tuple(key):
+    x, t = pair()
+    assert_close(x[key], t[key])
+    x[key] = 5.0
+    t[key] = 5.0
+    assert_close(x, t)
+
+
 def test_getitem_with_masks_and_views():
     x, t = pair()
     m = t[:, :, 0] > 30
