@@ -26,8 +26,7 @@ void record_unary(kernels::UnaryOp op, const Tensor& in, Tensor& out);
 void record_softplus(const Tensor& in, double beta, double threshold, Tensor& out);
 
 // floor/trunc division have a zero gradient (almost everywhere), stated per op.
-enum class BinaryGrad { add, sub, mul, div, floor_divide, trunc_divide, maximum, minimum, pow, atan2, remainder };
-void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out);
+void record_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out);
 void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out);
 void record_clamp(const Tensor& t, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi, Tensor& out);
 void record_addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value, bool divide, Tensor& out);

@@ -139,55 +139,55 @@ void record_softplus(const Tensor& in, double beta, double threshold, Tensor& ou
 
 namespace {
 // PyTorch's node names; its overloads (numbered) depend on which operand is a Python number.
-const char* binary_node_name(BinaryGrad op, const Tensor& a, const Tensor& b) {
+const char* binary_node_name(BinaryOp op, const Tensor& a, const Tensor& b) {
   const bool a_number = a.impl()->wrapped_number, b_number = b.impl()->wrapped_number;
   switch (op) {
-    case BinaryGrad::add: return "AddBackward0";
-    case BinaryGrad::sub: return a_number && !b_number ? "RsubBackward1" : "SubBackward0";  // 2 - x is rsub
-    case BinaryGrad::mul: return "MulBackward0";
-    case BinaryGrad::div: return "DivBackward0";
-    case BinaryGrad::floor_divide: return "DivBackward2";  // div(rounding_mode=...)
-    case BinaryGrad::trunc_divide: return "DivBackward2";
-    case BinaryGrad::maximum: return "MaximumBackward0";
-    case BinaryGrad::minimum: return "MinimumBackward0";
-    case BinaryGrad::pow: return b_number ? "PowBackward0" : a_number ? "PowBackward2" : "PowBackward1";
-    case BinaryGrad::atan2: return "Atan2Backward0";
-    case BinaryGrad::remainder: return b_number ? "RemainderBackward0" : "RemainderBackward1";
+    case BinaryOp::add: return "AddBackward0";
+    case BinaryOp::sub: return a_number && !b_number ? "RsubBackward1" : "SubBackward0";  // 2 - x is rsub
+    case BinaryOp::mul: return "MulBackward0";
+    case BinaryOp::div: return "DivBackward0";
+    case BinaryOp::floor_divide: return "DivBackward2";  // div(rounding_mode=...)
+    case BinaryOp::trunc_divide: return "DivBackward2";
+    case BinaryOp::maximum: return "MaximumBackward0";
+    case BinaryOp::minimum: return "MinimumBackward0";
+    case BinaryOp::pow: return b_number ? "PowBackward0" : a_number ? "PowBackward2" : "PowBackward1";
+    case BinaryOp::atan2: return "Atan2Backward0";
+    case BinaryOp::remainder: return b_number ? "RemainderBackward0" : "RemainderBackward1";
   }
   FLB_CHECK(false, Error, "[autograd] unknown binary op ", int(op));
 }
 }  // namespace
 
-void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out) {
+void record_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor& out) {
   if (!needs_grad(a, b)) return;
   const double al = alpha.to_double();
   BackwardFn fn;
   std::vector<Tensor> saved;
   switch (op) {
-    case BinaryGrad::add:
-    case BinaryGrad::sub: {
-      const double sb = op == BinaryGrad::add ? al : -al;
+    case BinaryOp::add:
+    case BinaryOp::sub: {
+      const double sb = op == BinaryOp::add ? al : -al;
       fn = [sb](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
         return std::vector<Tensor>{g[0], sb == 1 ? g[0] : mul(g[0], sb)};
       };
       break;
     }
-    case BinaryGrad::mul:
+    case BinaryOp::mul:
       saved = {requires_grad(b) ? a : Tensor(), requires_grad(a) ? b : Tensor()};
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         return std::vector<Tensor>{s[1].defined() ? mul(g[0], s[1]) : Tensor(), s[0].defined() ? mul(g[0], s[0]) : Tensor()};
       };
       break;
-    case BinaryGrad::div:
+    case BinaryOp::div:
       saved = {a, b};
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         const Tensor ga = div(g[0], s[1]);
         return std::vector<Tensor>{ga, neg(mul(ga, div(s[0], s[1])))};
       };
       break;
-    case BinaryGrad::maximum:
-    case BinaryGrad::minimum: {
-      const bool is_max = op == BinaryGrad::maximum;
+    case BinaryOp::maximum:
+    case BinaryOp::minimum: {
+      const bool is_max = op == BinaryOp::maximum;
       saved = {a, b};
       fn = [is_max](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         // Ties split the gradient in half, as in PyTorch.
@@ -198,7 +198,7 @@ void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha
       };
       break;
     }
-    case BinaryGrad::pow:
+    case BinaryOp::pow:
       saved = {a, b, out};
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         const Tensor& x = s[0];
@@ -209,21 +209,21 @@ void record_binary(BinaryGrad op, const Tensor& a, const Tensor& b, Scalar alpha
         return std::vector<Tensor>{where(eq(p, 0), Tensor(0.0), gx), gp};
       };
       break;
-    case BinaryGrad::atan2:
+    case BinaryOp::atan2:
       saved = {a, b};
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         const Tensor denom = add(mul(s[0], s[0]), mul(s[1], s[1]));
         return std::vector<Tensor>{mul(g[0], div(s[1], denom)), neg(mul(g[0], div(s[0], denom)))};
       };
       break;
-    case BinaryGrad::remainder:
+    case BinaryOp::remainder:
       saved = {a, b};
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         return std::vector<Tensor>{g[0], neg(mul(g[0], floor(div(s[0], s[1]))))};
       };
       break;
-    case BinaryGrad::floor_divide:
-    case BinaryGrad::trunc_divide:  // piecewise constant: zero gradient wherever it exists
+    case BinaryOp::floor_divide:
+    case BinaryOp::trunc_divide:  // piecewise constant: zero gradient wherever it exists
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
         return std::vector<Tensor>{zeros_like(g[0]), zeros_like(g[0])};
       };

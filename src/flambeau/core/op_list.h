@@ -60,3 +60,13 @@
 
 // Logical ops on truth values: bool results.
 #define FLB_LOGICAL_OPS(X) X(logical_and) X(logical_or) X(logical_xor)
+
+#include <cstdint>
+
+namespace flambeau {
+// Every binary arithmetic op of the elementwise engine (ops/binary.cpp), which its derivative
+// (autograd/derivatives_elementwise.cpp) is keyed by: the ops of FLB_BINARY_OPS, add and sub
+// (with alpha), and div with its rounding modes. Switches over it have no default. The SIMD
+// kernels take their own enum (kernels::SimdBinaryOp).
+enum class BinaryOp : uint8_t { add, sub, mul, div, floor_divide, trunc_divide, remainder, pow, maximum, minimum, atan2 };
+}  // namespace flambeau

@@ -43,8 +43,6 @@ DType result_type(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-enum class Bin { add, sub, mul, div, floor_divide, trunc_divide, remainder, pow, maximum, minimum, atan2 };
-
 // Integer arithmetic that wraps on overflow (as PyTorch does) instead of being UB.
 template <class T>
 T wrap(std::make_unsigned_t<T> v) { return T(v); }
@@ -76,116 +74,98 @@ T float_floor_div(T a, T b) {
 }
 
 template <class T>
-auto scalar_fn(Bin op, T alpha) {
+auto scalar_fn(BinaryOp op, T alpha) {
   return [op, alpha](T a, T b) -> T {
     if constexpr (std::is_same_v<T, bool>) {
       switch (op) {
-        case Bin::add: return a || (alpha && b);
-        case Bin::mul: case Bin::minimum: return a && b;
-        case Bin::maximum: return a || b;
+        case BinaryOp::add: return a || (alpha && b);
+        case BinaryOp::mul: case BinaryOp::minimum: return a && b;
+        case BinaryOp::maximum: return a || b;
         // Refused for bool before getting here (sub, the divisions) or computed in int64
         // (pow) or float (div, atan2).
-        case Bin::sub: case Bin::div: case Bin::floor_divide: case Bin::trunc_divide: case Bin::remainder:
-        case Bin::pow: case Bin::atan2: return a;
+        case BinaryOp::sub: case BinaryOp::div: case BinaryOp::floor_divide: case BinaryOp::trunc_divide: case BinaryOp::remainder:
+        case BinaryOp::pow: case BinaryOp::atan2: return a;
       }
       return a;
     } else if constexpr (std::is_integral_v<T>) {
       switch (op) {
-        case Bin::add: return T(U<T>(a) + U<T>(alpha) * U<T>(b));
-        case Bin::sub: return T(U<T>(a) - U<T>(alpha) * U<T>(b));
-        case Bin::mul: return T(U<T>(a) * U<T>(b));
-        case Bin::floor_divide: {
+        case BinaryOp::add: return T(U<T>(a) + U<T>(alpha) * U<T>(b));
+        case BinaryOp::sub: return T(U<T>(a) - U<T>(alpha) * U<T>(b));
+        case BinaryOp::mul: return T(U<T>(a) * U<T>(b));
+        case BinaryOp::floor_divide: {
           if (b == -1) return T(0 - U<T>(a));
           T q = T(a / b);
           if (a % b != 0 && ((a < 0) != (b < 0))) --q;
           return q;
         }
-        case Bin::trunc_divide: return b == -1 ? T(0 - U<T>(a)) : T(a / b);
-        case Bin::remainder: {
+        case BinaryOp::trunc_divide: return b == -1 ? T(0 - U<T>(a)) : T(a / b);
+        case BinaryOp::remainder: {
           if (b == -1) return T(0);
           T r = T(a % b);
           if (r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
           return r;
         }
-        case Bin::pow: return int_pow(a, b);
-        case Bin::maximum: return std::max(a, b);
-        case Bin::minimum: return std::min(a, b);
-        case Bin::div: case Bin::atan2: return a;  // computed in float, never on integers
+        case BinaryOp::pow: return int_pow(a, b);
+        case BinaryOp::maximum: return std::max(a, b);
+        case BinaryOp::minimum: return std::min(a, b);
+        case BinaryOp::div: case BinaryOp::atan2: return a;  // computed in float, never on integers
       }
       return a;
     } else {
       switch (op) {
-        case Bin::add: return a + alpha * b;
-        case Bin::sub: return a - alpha * b;
-        case Bin::mul: return a * b;
-        case Bin::div: return a / b;
-        case Bin::floor_divide: return float_floor_div(a, b);
-        case Bin::trunc_divide: return std::trunc(a / b);
-        case Bin::remainder: {
+        case BinaryOp::add: return a + alpha * b;
+        case BinaryOp::sub: return a - alpha * b;
+        case BinaryOp::mul: return a * b;
+        case BinaryOp::div: return a / b;
+        case BinaryOp::floor_divide: return float_floor_div(a, b);
+        case BinaryOp::trunc_divide: return std::trunc(a / b);
+        case BinaryOp::remainder: {
           T m = std::fmod(a, b);
           if (m != 0 && ((b < 0) != (m < 0))) m += b;
           return m;
         }
-        case Bin::pow: return std::pow(a, b);
-        case Bin::maximum: return std::isnan(a) ? a : std::isnan(b) ? b : std::max(a, b);
-        case Bin::minimum: return std::isnan(a) ? a : std::isnan(b) ? b : std::min(a, b);
-        case Bin::atan2: return std::atan2(a, b);
+        case BinaryOp::pow: return std::pow(a, b);
+        case BinaryOp::maximum: return std::isnan(a) ? a : std::isnan(b) ? b : std::max(a, b);
+        case BinaryOp::minimum: return std::isnan(a) ? a : std::isnan(b) ? b : std::min(a, b);
+        case BinaryOp::atan2: return std::atan2(a, b);
       }
       return a;
     }
   };
 }
 
-std::optional<kernels::SimdBinaryOp> simd_op(Bin op, const Scalar& alpha) {
+std::optional<kernels::SimdBinaryOp> simd_op(BinaryOp op, const Scalar& alpha) {
   const bool unit = alpha.to_double() == 1.0;
   switch (op) {
-    case Bin::add: return unit ? std::optional(kernels::SimdBinaryOp::add) : std::nullopt;
-    case Bin::sub: return unit ? std::optional(kernels::SimdBinaryOp::sub) : std::nullopt;
-    case Bin::mul: return kernels::SimdBinaryOp::mul;
-    case Bin::div: return kernels::SimdBinaryOp::div;
-    case Bin::maximum: return kernels::SimdBinaryOp::maximum;
-    case Bin::minimum: return kernels::SimdBinaryOp::minimum;
-    case Bin::floor_divide: case Bin::trunc_divide: case Bin::remainder: case Bin::pow: case Bin::atan2:
+    case BinaryOp::add: return unit ? std::optional(kernels::SimdBinaryOp::add) : std::nullopt;
+    case BinaryOp::sub: return unit ? std::optional(kernels::SimdBinaryOp::sub) : std::nullopt;
+    case BinaryOp::mul: return kernels::SimdBinaryOp::mul;
+    case BinaryOp::div: return kernels::SimdBinaryOp::div;
+    case BinaryOp::maximum: return kernels::SimdBinaryOp::maximum;
+    case BinaryOp::minimum: return kernels::SimdBinaryOp::minimum;
+    case BinaryOp::floor_divide: case BinaryOp::trunc_divide: case BinaryOp::remainder: case BinaryOp::pow: case BinaryOp::atan2:
       return std::nullopt;  // scalar loop
   }
   return std::nullopt;
 }
 
-autograd::BinaryGrad grad_kind(Bin op) {
-  using G = autograd::BinaryGrad;
-  switch (op) {
-    case Bin::add: return G::add;
-    case Bin::sub: return G::sub;
-    case Bin::mul: return G::mul;
-    case Bin::div: return G::div;
-    case Bin::maximum: return G::maximum;
-    case Bin::minimum: return G::minimum;
-    case Bin::pow: return G::pow;
-    case Bin::atan2: return G::atan2;
-    case Bin::remainder: return G::remainder;
-    case Bin::floor_divide: return G::floor_divide;
-    case Bin::trunc_divide: return G::trunc_divide;
-  }
-  FLB_CHECK(false, Error, "[binary] unknown op ", int(op));
-}
-
-Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor* inplace) {
+Tensor binary(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha, Tensor* inplace) {
   if (inplace && autograd::needs_grad(a, b))
     return autograd::inplace_with_grad(name, *inplace, [&](const Tensor& self) {
       return binary(name, op, self, b, alpha, nullptr);
     });
   const Dims shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType dt = result_type(a, b);
-  if (op == Bin::sub)
+  if (op == BinaryOp::sub)
     FLB_CHECK(a.dtype() != kBool && b.dtype() != kBool, TypeError, "[", name,
               "] subtraction, the `-` operator, with a bool tensor is not supported; use logical_xor() instead");
-  if (op == Bin::floor_divide || op == Bin::trunc_divide || op == Bin::remainder)
+  if (op == BinaryOp::floor_divide || op == BinaryOp::trunc_divide || op == BinaryOp::remainder)
     FLB_CHECK(dt != kBool, TypeError, "[", name, "] not implemented for 'bool'");
-  if (!is_floating(dt) && (op == Bin::div || op == Bin::atan2)) dt = kDefaultFloat;
-  if (dt == kBool && op == Bin::pow) dt = kInt64;
-  if (!is_floating(dt) && (op == Bin::floor_divide || op == Bin::trunc_divide || op == Bin::remainder))
+  if (!is_floating(dt) && (op == BinaryOp::div || op == BinaryOp::atan2)) dt = kDefaultFloat;
+  if (dt == kBool && op == BinaryOp::pow) dt = kInt64;
+  if (!is_floating(dt) && (op == BinaryOp::floor_divide || op == BinaryOp::trunc_divide || op == BinaryOp::remainder))
     FLB_CHECK(!any(eq(b, 0)).item<bool>(), Error, "[", name, "] ZeroDivisionError: integer division by zero");
-  if (!is_floating(dt) && op == Bin::add) FLB_CHECK(!alpha.is_floating(), TypeError, "[", name,
+  if (!is_floating(dt) && op == BinaryOp::add) FLB_CHECK(!alpha.is_floating(), TypeError, "[", name,
                                                     "] for integral input tensors, argument alpha must not be a floating point number");
   if (inplace) ops::check_inplace(name, *inplace, dt, shape);
   Tensor out = inplace ? *inplace : empty(shape, dt);
@@ -211,7 +191,7 @@ Tensor binary(const char* name, Bin op, const Tensor& a, const Tensor& b, Scalar
     });
   }
   if (inplace) out.bump_version();
-  else autograd::record_binary(grad_kind(op), a, b, alpha, out);
+  else autograd::record_binary(op, a, b, alpha, out);
   return out;
 }
 
@@ -251,22 +231,22 @@ Tensor ternary_out(const char* name, const Tensor& a, const Tensor& b, const Ten
 
 FLB_OP(add,
        (const Tensor& a, const Tensor& b, Scalar alpha),
-       (a, b, alpha), Tensor) { return binary("add", Bin::add, a, b, alpha, nullptr); }
+       (a, b, alpha), Tensor) { return binary("add", BinaryOp::add, a, b, alpha, nullptr); }
 FLB_OP(sub,
        (const Tensor& a, const Tensor& b, Scalar alpha),
-       (a, b, alpha), Tensor) { return binary("sub", Bin::sub, a, b, alpha, nullptr); }
+       (a, b, alpha), Tensor) { return binary("sub", BinaryOp::sub, a, b, alpha, nullptr); }
 FLB_OP(add_,
        (Tensor& a, const Tensor& b, Scalar alpha),
-       (a, b, alpha), Tensor&) { return binary("add_", Bin::add, a, b, alpha, &a), a; }
+       (a, b, alpha), Tensor&) { return binary("add_", BinaryOp::add, a, b, alpha, &a), a; }
 FLB_OP(sub_,
        (Tensor& a, const Tensor& b, Scalar alpha),
-       (a, b, alpha), Tensor&) { return binary("sub_", Bin::sub, a, b, alpha, &a), a; }
-FLB_OP(mul_, (Tensor& a, const Tensor& b), (a, b), Tensor&) { return binary("mul_", Bin::mul, a, b, 1, &a), a; }
+       (a, b, alpha), Tensor&) { return binary("sub_", BinaryOp::sub, a, b, alpha, &a), a; }
+FLB_OP(mul_, (Tensor& a, const Tensor& b), (a, b), Tensor&) { return binary("mul_", BinaryOp::mul, a, b, 1, &a), a; }
 
-static Bin div_kind(const char* name, const std::string& mode) {
+static BinaryOp div_kind(const char* name, const std::string& mode) {
   FLB_CHECK(mode.empty() || mode == "floor" || mode == "trunc", ValueError, "[", name,
             "] expected rounding_mode to be one of None, 'trunc', or 'floor' but found '", mode, "'");
-  return mode.empty() ? Bin::div : mode == "floor" ? Bin::floor_divide : Bin::trunc_divide;
+  return mode.empty() ? BinaryOp::div : mode == "floor" ? BinaryOp::floor_divide : BinaryOp::trunc_divide;
 }
 FLB_OP(div, (const Tensor& a, const Tensor& b, const std::string& mode), (a, b, mode), Tensor) {
   return binary("div", div_kind("div", mode), a, b, 1, nullptr);
@@ -277,11 +257,11 @@ FLB_OP(div_, (Tensor& a, const Tensor& b, const std::string& mode), (a, b, mode)
 
 #define FLB_DEFINE_BINARY(name)                                   \
   FLB_OP(name, (const Tensor& a, const Tensor& b), (a, b), Tensor) { \
-    return binary(#name, Bin::name, a, b, 1, nullptr);              \
+    return binary(#name, BinaryOp::name, a, b, 1, nullptr);              \
   }
 #define FLB_DEFINE_BINARY_(name)                                                                 \
   FLB_OP(name##_, (Tensor& a, const Tensor& b), (a, b), Tensor&) {                              \
-    return binary(#name "_", Bin::name, a, b, 1, &a), a;                                         \
+    return binary(#name "_", BinaryOp::name, a, b, 1, &a), a;                                         \
   }                                                                                              \
   Tensor& Tensor::name##_(const Tensor& o) { return flambeau::name##_(*this, o); }
 FLB_BINARY_OPS(FLB_DEFINE_BINARY)
