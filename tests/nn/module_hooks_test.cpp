@@ -224,5 +224,78 @@ TEST(ModuleHooks, SequentialCallsChildrenThroughTheirHooks) {
   EXPECT_FALSE(seq->has_hooks());
 }
 
+std::shared_ptr<nn::Sequential> three_layers() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+      std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(4, 2)});
+}
+
+std::vector<std::string> keys(const nn::StateDict& sd) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : sd) out.push_back(name);
+  return out;
+}
+
+TEST(ModuleHooks, StateDictHooksSeeEachModuleWithItsPrefix) {
+  auto m = three_layers();
+  std::vector<std::string> log;
+  m->register_state_dict_pre_hook([&](Module&, const std::string& prefix) { log.push_back("pre root '" + prefix + "'"); });
+  m->at<nn::Linear>(2)->register_state_dict_pre_hook(
+      [&](Module& mod, const std::string& prefix) { log.push_back("pre " + mod.type_name() + " '" + prefix + "'"); });
+  // A child's post-hook runs once its own entries are in: the later sibling's are not yet.
+  m->at<nn::Linear>(0)->register_state_dict_post_hook([&](Module&, nn::StateDict& sd, const std::string& prefix) {
+    log.push_back("post '" + prefix + "' with " + std::to_string(sd.size()) + " entries");
+  });
+  nn::RemovableHandle extra = m->register_state_dict_post_hook([&](Module&, nn::StateDict& sd, const std::string&) {
+    sd.insert("extra_state", full({1}, 3.0));
+    log.push_back("post root");
+  });
+  EXPECT_FALSE(m->has_hooks());  // state hooks leave operator()'s fast path alone
+  const nn::StateDict sd = m->state_dict();
+  EXPECT_EQ(keys(sd), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "extra_state"}));
+  EXPECT_EQ(log, (std::vector<std::string>{"pre root ''", "post '0.' with 2 entries", "pre Linear '2.'", "post root"}));
+  extra.remove();
+  EXPECT_FALSE(m->state_dict().contains("extra_state"));
+}
+
+TEST(ModuleHooks, LoadStateDictPreHookRenamesOldEntries) {
+  auto src = three_layers(), dst = three_layers();
+  nn::StateDict old;  // an older checkpoint format: the first layer's weight was "w"
+  for (const auto& [name, t] : src->state_dict()) old.insert(name == "0.weight" ? "0.w" : name, t);
+  EXPECT_TRUE(contains(error_of<Error>([&] { dst->load_state_dict(old); }), "missing keys: '0.weight'"));
+  std::vector<std::string> prefixes;
+  dst->at<nn::Linear>(0)->register_load_state_dict_pre_hook(
+      [&](Module&, nn::StateDict& local, const std::string& prefix) {
+        prefixes.push_back(prefix);
+        nn::StateDict renamed;  // the module sees its own entries only
+        for (const auto& [name, t] : local) renamed.insert(name == prefix + "w" ? prefix + "weight" : name, t);
+        local = renamed;
+      });
+  const auto result = dst->load_state_dict(old);
+  EXPECT_TRUE(result.missing_keys.empty() && result.unexpected_keys.empty());
+  EXPECT_EQ(prefixes, std::vector<std::string>{"0."});
+  EXPECT_TRUE(bitwise_equal(dst->at<nn::Linear>(0)->weight, src->at<nn::Linear>(0)->weight));
+}
+
+TEST(ModuleHooks, LoadStateDictPostHooksRunChildrenFirstAndMayClearKeys) {
+  auto src = three_layers(), dst = three_layers();
+  nn::StateDict sd = src->state_dict();
+  sd.insert("extra", zeros({1}));
+  std::vector<std::string> log;
+  dst->at<nn::Linear>(2)->register_load_state_dict_post_hook(
+      [&](Module&, nn::LoadStateDictResult& r) { log.push_back("child sees " + r.unexpected_keys.at(0)); });
+  nn::RemovableHandle clear = dst->register_load_state_dict_post_hook([&](Module&, nn::LoadStateDictResult& r) {
+    log.push_back("root clears");
+    r.unexpected_keys.clear();
+  });
+  const auto result = dst->load_state_dict(sd);  // strict, yet no error: the hook cleared the key
+  EXPECT_TRUE(result.unexpected_keys.empty());
+  EXPECT_EQ(log, (std::vector<std::string>{"child sees extra", "root clears"}));
+  EXPECT_TRUE(bitwise_equal(dst->at<nn::Linear>(2)->bias, src->at<nn::Linear>(2)->bias));
+  // Without the clearing hook the strict load copies (a post-hook could have cleared the
+  // keys) and then raises on what is left.
+  clear.remove();
+  EXPECT_TRUE(contains(error_of<Error>([&] { dst->load_state_dict(sd); }), "unexpected keys: 'extra'"));
+}
+
 }  // namespace
 }  // namespace flambeau::testing

@@ -121,53 +121,98 @@ std::vector<std::shared_ptr<Module>> Module::modules() {
   return out;
 }
 
-StateDict Module::own_state() {
-  StateDict out;
-  visit(false, [&](const std::string& prefix, Module& m) {
-    for (const auto& [name, p] : m.parameters_)
-      if (p.defined()) out.insert(join(prefix, name), p);
-    for (const auto& [name, b] : m.buffers_)
-      if (b.defined() && !m.non_persistent_.count(name)) out.insert(join(prefix, name), b);
-  });
-  return out;
+namespace {
+HookTable::Snapshot snapshot_of(const std::shared_ptr<HookTable>& table) {
+  return table ? table->snapshot() : HookTable::Snapshot{};
+}
+bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+}  // namespace
+
+void Module::save_state(StateDict& out, const std::string& prefix) {
+  const HookTable::Snapshot hooks = snapshot_of(hooks_);
+  for (const auto& e : hooks.state_dict_pre) e.fn(*this, prefix);
+  for (const auto& [name, p] : parameters_)
+    if (p.defined()) out.insert(prefix + name, p.detach());
+  for (const auto& [name, b] : buffers_)
+    if (b.defined() && !non_persistent_.count(name)) out.insert(prefix + name, b.detach());
+  for (const auto& [name, child] : children_) child->save_state(out, prefix + name + ".");
+  for (const auto& e : hooks.state_dict_post) e.fn(*this, out, prefix);
 }
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (const auto& [name, t] : const_cast<Module*>(this)->own_state()) out.insert(name, t.detach());
+  const_cast<Module*>(this)->save_state(out, "");
   return out;
 }
 
-LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict) {
-  const StateDict own = own_state();
-  LoadStateDictResult result;
-  std::vector<std::string> mismatches;
-  for (const auto& [name, t] : own) {
-    const Tensor* src = state.find(name);
+void Module::check_state(StateDict& local, const std::string& prefix, LoadStateDictResult& result, LoadPlan& plan) {
+  for (const auto& e : snapshot_of(hooks_).load_pre) e.fn(*this, local, prefix);
+  std::unordered_set<std::string> own;
+  auto check = [&](const std::string& name, const Tensor& t) {
+    own.insert(name);
+    const std::string key = prefix + name;
+    const Tensor* src = local.find(key);
     if (!src) {
-      result.missing_keys.push_back(name);
+      result.missing_keys.push_back(key);
     } else if (!src->defined() || src->sizes() != t.sizes()) {
-      mismatches.push_back("size mismatch for '" + name + "': copying a tensor of shape " +
-                           (src->defined() ? shape_str(src->sizes()) : std::string("(undefined)")) +
-                           " into one of shape " + shape_str(t.sizes()));
+      plan.errors.push_back("size mismatch for '" + key + "': copying a tensor of shape " +
+                            (src->defined() ? shape_str(src->sizes()) : std::string("(undefined)")) +
+                            " into one of shape " + shape_str(t.sizes()));
+    } else {
+      plan.copies.emplace_back(t, *src);
     }
+  };
+  for (const auto& [name, p] : parameters_)
+    if (p.defined()) check(name, p);
+  for (const auto& [name, b] : buffers_)
+    if (b.defined() && !non_persistent_.count(name)) check(name, b);
+  for (const auto& [key, value] : local) {
+    if (!starts_with(key, prefix)) continue;
+    const std::string rest = key.substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == std::string::npos ? !own.count(rest) : !children_.contains(rest.substr(0, dot)))
+      result.unexpected_keys.push_back(key);
   }
-  for (const auto& [name, t] : state)
-    if (!own.contains(name)) result.unexpected_keys.push_back(name);
-  const bool key_errors = strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty());
-  if (key_errors || !mismatches.empty()) {
-    std::vector<std::string> problems;
-    if (strict && !result.missing_keys.empty()) problems.push_back("missing keys: " + quoted_list(result.missing_keys));
-    if (strict && !result.unexpected_keys.empty())
-      problems.push_back("unexpected keys: " + quoted_list(result.unexpected_keys));
-    problems.insert(problems.end(), mismatches.begin(), mismatches.end());
-    std::string text = "[" + type_name_ + ".load_state_dict] error(s) in loading the state_dict: ";
-    for (size_t i = 0; i < problems.size(); ++i) text += (i ? "; " : "") + problems[i];
-    throw Error(text);
+  for (const auto& [name, child] : children_) {
+    const std::string child_prefix = prefix + name + ".";
+    StateDict sub;  // the child's hooks see (and may edit) its own entries only
+    for (const auto& [key, value] : local)
+      if (starts_with(key, child_prefix)) sub.insert(key, value);
+    child->check_state(sub, child_prefix, result, plan);
   }
-  autograd::NoGradGuard no_grad;
-  for (const auto& [name, t] : own)
-    if (const Tensor* src = state.find(name)) Tensor(t).copy_(*src);
+  plan.loaded.push_back(this);
+}
+
+void Module::raise_load_errors(bool strict, const LoadStateDictResult& result,
+                               const std::vector<std::string>& errors) const {
+  std::vector<std::string> problems;
+  if (strict && !result.missing_keys.empty()) problems.push_back("missing keys: " + quoted_list(result.missing_keys));
+  if (strict && !result.unexpected_keys.empty())
+    problems.push_back("unexpected keys: " + quoted_list(result.unexpected_keys));
+  problems.insert(problems.end(), errors.begin(), errors.end());
+  std::string text = "[" + type_name_ + ".load_state_dict] error(s) in loading the state_dict: ";
+  for (size_t i = 0; i < problems.size(); ++i) text += (i ? "; " : "") + problems[i];
+  throw Error(text);
+}
+
+LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict) {
+  StateDict local = state;  // the load pre-hooks may edit this copy
+  LoadStateDictResult result;
+  LoadPlan plan;
+  check_state(local, "", result, plan);
+  bool post_hooks = false;
+  for (Module* m : plan.loaded) post_hooks = post_hooks || !snapshot_of(m->hooks_).load_post.empty();
+  const bool key_errors = !result.missing_keys.empty() || !result.unexpected_keys.empty();
+  // Nothing is written when the load fails, unless a post-hook could still clear the keys.
+  if (!plan.errors.empty() || (strict && key_errors && !post_hooks)) raise_load_errors(strict, result, plan.errors);
+  {
+    autograd::NoGradGuard no_grad;
+    for (auto& [target, source] : plan.copies) target.copy_(source);
+  }
+  for (Module* m : plan.loaded)
+    for (const auto& e : snapshot_of(m->hooks_).load_post) e.fn(*m, result);
+  if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty()))
+    raise_load_errors(strict, result, {});
   return result;
 }
 

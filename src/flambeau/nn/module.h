@@ -96,6 +96,11 @@ class Module : public std::enable_shared_from_this<Module> {
   RemovableHandle register_forward_hook(ForwardHook hook, bool prepend = false, bool always_call = false);
   RemovableHandle register_full_backward_pre_hook(BackwardPreHook hook, bool prepend = false);
   RemovableHandle register_full_backward_hook(BackwardHook hook, bool prepend = false);
+  // Run by state_dict() / load_state_dict() on each module they reach (module_hooks.h).
+  RemovableHandle register_state_dict_pre_hook(StateDictPreHook hook);
+  RemovableHandle register_state_dict_post_hook(StateDictPostHook hook);
+  RemovableHandle register_load_state_dict_pre_hook(LoadStateDictPreHook hook);
+  RemovableHandle register_load_state_dict_post_hook(LoadStateDictPostHook hook);
   // Whether this module or the global table has any hook.
   bool has_hooks() const {
     return (hooks_ && hooks_->size() != 0) || detail::global_hooks.size() != 0;
@@ -129,12 +134,15 @@ class Module : public std::enable_shared_from_this<Module> {
   OrderedDict<std::shared_ptr<Module>> named_modules();
 
   // ---- state ---------------------------------------------------------------------------------
-  // Parameters and persistent buffers by dotted name, detached (sharing their storage).
+  // Parameters and persistent buffers by dotted name, detached (sharing their storage), each
+  // module's own entries before its children's; runs the state_dict pre/post hooks.
   StateDict state_dict() const;
-  // Copies the entries of `state` into the parameters and buffers in place (no grad). First
-  // checks everything: unknown names ("unexpected") and absent ones ("missing") when
-  // strict, and shape mismatches always; any problem raises one Error listing them all,
-  // with nothing written.
+  // Copies the entries of `state` into the parameters and buffers in place (no grad). Each
+  // module's load pre-hooks run before its entries are checked. Unknown names
+  // ("unexpected") and absent ones ("missing") when strict, and shape mismatches always,
+  // raise one Error listing them all, with nothing written (when no load post-hook could
+  // still change the verdict: those run after the copy, and strict checks the keys they
+  // leave).
   LoadStateDictResult load_state_dict(const StateDict& state, bool strict = true);
 
   // Training mode, set on this module and every descendant (dropout reads it).
@@ -161,8 +169,19 @@ class Module : public std::enable_shared_from_this<Module> {
   // a module reached twice is visited once. (const: the const methods' f only reads.)
   void visit(bool dedupe, const std::function<void(const std::string&, Module&)>& f) const;
   void check_name(const std::string& name, const char* kind) const;
-  // Parameters and persistent buffers, by dotted name, not detached.
-  StateDict own_state();
+  // What load_state_dict checked: the errors that always fail it, the copies to make, the
+  // modules reached (children before their parent).
+  struct LoadPlan {
+    std::vector<std::string> errors;
+    std::vector<std::pair<Tensor, Tensor>> copies;  // (target, source)
+    std::vector<Module*> loaded;
+  };
+  // state_dict and load_state_dict on this module and its descendants, `prefix` ending in '.'
+  // (empty at the top), with the hooks.
+  void save_state(StateDict& out, const std::string& prefix);
+  void check_state(StateDict& local, const std::string& prefix, LoadStateDictResult& result, LoadPlan& plan);
+  [[noreturn]] void raise_load_errors(bool strict, const LoadStateDictResult& result,
+                                      const std::vector<std::string>& errors) const;
 
   HookTable& hooks();
 

@@ -128,14 +128,14 @@ void wrap_output(const std::shared_ptr<BackwardHookState>& state, Tensor& output
 }  // namespace
 
 template <class Hook>
-uint64_t HookTable::add(std::vector<HookEntry<Hook>>& list, Hook fn, bool prepend, bool always_call) {
+uint64_t HookTable::add(std::vector<HookEntry<Hook>>& list, Hook fn, bool prepend, bool always_call, bool counted) {
   FLB_CHECK(fn, ValueError, "[register_hook] the hook is empty");
   const uint64_t id = next_hook_id.fetch_add(1);
   std::lock_guard<std::mutex> lock(mutex_);
   HookEntry<Hook> entry{id, std::move(fn), always_call};
   if (prepend) list.insert(list.begin(), std::move(entry));
   else list.push_back(std::move(entry));
-  count_.fetch_add(1, std::memory_order_relaxed);
+  if (counted) count_.fetch_add(1, std::memory_order_relaxed);
   return id;
 }
 
@@ -152,12 +152,24 @@ uint64_t HookTable::add_backward(BackwardHook fn, bool prepend) {
   return add(hooks_.backward, std::move(fn), prepend, false);
 }
 
+uint64_t HookTable::add_state_dict_pre(StateDictPreHook fn) {
+  return add(hooks_.state_dict_pre, std::move(fn), false, false, false);
+}
+uint64_t HookTable::add_state_dict_post(StateDictPostHook fn) {
+  return add(hooks_.state_dict_post, std::move(fn), false, false, false);
+}
+uint64_t HookTable::add_load_pre(LoadStateDictPreHook fn) { return add(hooks_.load_pre, std::move(fn), false, false, false); }
+uint64_t HookTable::add_load_post(LoadStateDictPostHook fn) {
+  return add(hooks_.load_post, std::move(fn), false, false, false);
+}
+
 bool HookTable::remove(uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const bool found = erase_id(hooks_.forward_pre, id) || erase_id(hooks_.forward, id) ||
-                     erase_id(hooks_.backward_pre, id) || erase_id(hooks_.backward, id);
-  if (found) count_.fetch_sub(1, std::memory_order_relaxed);
-  return found;
+  const bool counted = erase_id(hooks_.forward_pre, id) || erase_id(hooks_.forward, id) ||
+                       erase_id(hooks_.backward_pre, id) || erase_id(hooks_.backward, id);
+  if (counted) count_.fetch_sub(1, std::memory_order_relaxed);
+  return counted || erase_id(hooks_.state_dict_pre, id) || erase_id(hooks_.state_dict_post, id) ||
+         erase_id(hooks_.load_pre, id) || erase_id(hooks_.load_post, id);
 }
 
 HookTable::Snapshot HookTable::snapshot() const {
@@ -201,6 +213,22 @@ RemovableHandle Module::register_full_backward_pre_hook(BackwardPreHook hook, bo
 }
 RemovableHandle Module::register_full_backward_hook(BackwardHook hook, bool prepend) {
   const uint64_t id = hooks().add_backward(std::move(hook), prepend);
+  return {hooks_, id};
+}
+RemovableHandle Module::register_state_dict_pre_hook(StateDictPreHook hook) {
+  const uint64_t id = hooks().add_state_dict_pre(std::move(hook));
+  return {hooks_, id};
+}
+RemovableHandle Module::register_state_dict_post_hook(StateDictPostHook hook) {
+  const uint64_t id = hooks().add_state_dict_post(std::move(hook));
+  return {hooks_, id};
+}
+RemovableHandle Module::register_load_state_dict_pre_hook(LoadStateDictPreHook hook) {
+  const uint64_t id = hooks().add_load_pre(std::move(hook));
+  return {hooks_, id};
+}
+RemovableHandle Module::register_load_state_dict_post_hook(LoadStateDictPostHook hook) {
+  const uint64_t id = hooks().add_load_post(std::move(hook));
   return {hooks_, id};
 }
 

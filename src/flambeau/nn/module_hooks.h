@@ -1,7 +1,8 @@
 // Hooks around a Module's forward and backward (torch.nn.Module's register_forward_pre_hook,
 // register_forward_hook, register_full_backward_pre_hook, register_full_backward_hook and
-// the register_module_* globals): the hook types, the tables that hold them in calling
-// order, and the handle that removes one. Module::operator() runs them (module.h).
+// the register_module_* globals) and around state_dict / load_state_dict: the hook types,
+// the tables that hold them in calling order, and the handle that removes one.
+// Module::operator(), state_dict and load_state_dict run them (module.h).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "flambeau/core/tensor.h"
@@ -17,6 +19,10 @@ namespace flambeau::nn {
 
 class Module;
 using TensorList = std::vector<Tensor>;
+template <class V>
+class OrderedDict;
+using StateDict = OrderedDict<Tensor>;
+struct LoadStateDictResult;
 
 // hook(module, inputs) -> replacement inputs, or nullopt to keep them.
 using ForwardPreHook = std::function<std::optional<TensorList>(Module&, const TensorList& inputs)>;
@@ -31,6 +37,18 @@ using BackwardPreHook = std::function<std::optional<TensorList>(Module&, const T
 // undefined for inputs that do not require grad.
 using BackwardHook =
     std::function<std::optional<TensorList>(Module&, const TensorList& grad_input, const TensorList& grad_output)>;
+
+// state_dict hooks. pre: hook(module, prefix) before the module's entries are saved;
+// post: hook(module, state, prefix) once the entries of the module and its descendants are
+// in `state` (under `prefix`); it may edit them.
+using StateDictPreHook = std::function<void(Module&, const std::string& prefix)>;
+using StateDictPostHook = std::function<void(Module&, StateDict& state, const std::string& prefix)>;
+// load_state_dict hooks. pre: hook(module, state, prefix) before the module's entries are
+// checked; `state` holds the entries under `prefix` and may be edited (rename or convert
+// old entries). post: hook(module, result) after the copy, children before their parent;
+// it may edit the missing and unexpected keys, and strict mode checks what it leaves.
+using LoadStateDictPreHook = std::function<void(Module&, StateDict& state, const std::string& prefix)>;
+using LoadStateDictPostHook = std::function<void(Module&, LoadStateDictResult& result)>;
 
 template <class Hook>
 struct HookEntry {
@@ -48,20 +66,30 @@ class HookTable {
     std::vector<HookEntry<ForwardHook>> forward;
     std::vector<HookEntry<BackwardPreHook>> backward_pre;
     std::vector<HookEntry<BackwardHook>> backward;
+    std::vector<HookEntry<StateDictPreHook>> state_dict_pre;
+    std::vector<HookEntry<StateDictPostHook>> state_dict_post;
+    std::vector<HookEntry<LoadStateDictPreHook>> load_pre;
+    std::vector<HookEntry<LoadStateDictPostHook>> load_post;
   };
   // Each returns the new hook's id (unique across all tables).
   uint64_t add_forward_pre(ForwardPreHook fn, bool prepend);
   uint64_t add_forward(ForwardHook fn, bool prepend, bool always_call);
   uint64_t add_backward_pre(BackwardPreHook fn, bool prepend);
   uint64_t add_backward(BackwardHook fn, bool prepend);
+  uint64_t add_state_dict_pre(StateDictPreHook fn);
+  uint64_t add_state_dict_post(StateDictPostHook fn);
+  uint64_t add_load_pre(LoadStateDictPreHook fn);
+  uint64_t add_load_post(LoadStateDictPostHook fn);
   // Removes the hook with this id, wherever it is; false when absent.
   bool remove(uint64_t id);
+  // How many forward and backward hooks (what operator() has to run); the state hooks are
+  // not counted.
   size_t size() const { return count_.load(std::memory_order_relaxed); }
   Snapshot snapshot() const;
 
  private:
   template <class Hook>
-  uint64_t add(std::vector<HookEntry<Hook>>& list, Hook fn, bool prepend, bool always_call);
+  uint64_t add(std::vector<HookEntry<Hook>>& list, Hook fn, bool prepend, bool always_call, bool counted = true);
   mutable std::mutex mutex_;
   Snapshot hooks_;
   std::atomic<size_t> count_{0};
