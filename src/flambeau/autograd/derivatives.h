@@ -1,14 +1,28 @@
-// The backward formulas of the ops, called by the ops themselves right after they compute
-// their outputs (each records nothing unless grad mode is on and an input requires grad).
+// The derivatives of the ops, as data keyed by op: a differentiable public op is defined
+// with FLB_DIFF_OP (below), its body computes the outputs only, and its derivative
+// autograd::derivative::<op>(outputs, arguments...) (declared here, one line per op, defined in
+// op_derivatives.cpp) records the backward node from the op's arguments and outputs. The
+// record_* formulas below are what the derivatives (and the in-place forms, views and
+// copies) build the nodes with; each records nothing unless grad mode is on and an input
+// requires grad.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "flambeau/autograd/autocast.h"
 #include "flambeau/autograd/function.h"
+#include "flambeau/core/op_hook.h"
 
-namespace flambeau::kernels {
+namespace flambeau {
+class Generator;
+using IndexList = std::vector<std::optional<Tensor>>;  // ops/ops.h
+namespace kernels {
 enum class UnaryOp : uint8_t;  // kernels/cpu/simd.h
-}  // namespace flambeau::kernels
+}  // namespace kernels
+}  // namespace flambeau
 
 namespace flambeau::autograd {
 
@@ -85,4 +99,92 @@ void record_masked_select(const Tensor& self, const Tensor& mask, Tensor& out);
 // index: int64, negative entries already wrapped.
 void record_take(const Tensor& self, const Tensor& index, Tensor& out);
 
+// ---- the derivative of each op defined with FLB_DIFF_OP -----------------------------------
+// derivative::<op>(outputs, the op's arguments): records the op's backward node.
+namespace derivative {
+void sum(Tensor& out, const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype);
+void prod(Tensor& out, const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype);
+void mean(Tensor& out, const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype);
+void amax(Tensor& out, const Tensor& t, const Dims& dims, bool keepdim);
+void amin(Tensor& out, const Tensor& t, const Dims& dims, bool keepdim);
+void max(Tensor& out, const Tensor& t);
+void min(Tensor& out, const Tensor& t);
+void max(std::pair<Tensor, Tensor>& out, const Tensor& t, int64_t dim, bool keepdim);
+void min(std::pair<Tensor, Tensor>& out, const Tensor& t, int64_t dim, bool keepdim);
+void var(Tensor& out, const Tensor& t, const Dims& dims, double correction, bool keepdim);
+void std(Tensor& out, const Tensor& t, const Dims& dims, double correction, bool keepdim);
+void norm(Tensor& out, const Tensor& t, double p, const Dims& dims, bool keepdim);
+void logsumexp(Tensor& out, const Tensor& t, const Dims& dims, bool keepdim);
+void cumsum(Tensor& out, const Tensor& t, int64_t dim, std::optional<DType> dtype);
+void cumprod(Tensor& out, const Tensor& t, int64_t dim, std::optional<DType> dtype);
+void cummax(std::pair<Tensor, Tensor>& out, const Tensor& t, int64_t dim);
+void cummin(std::pair<Tensor, Tensor>& out, const Tensor& t, int64_t dim);
+void logcumsumexp(Tensor& out, const Tensor& t, int64_t dim);
+void softmax(Tensor& out, const Tensor& t, int64_t dim, std::optional<DType> dtype);
+void log_softmax(Tensor& out, const Tensor& t, int64_t dim, std::optional<DType> dtype);
+void sort(std::pair<Tensor, Tensor>& out, const Tensor& t, int64_t dim, bool descending, bool stable);
+void topk(std::pair<Tensor, Tensor>& out, const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted);
+void kthvalue(std::pair<Tensor, Tensor>& out, const Tensor& t, int64_t k, int64_t dim, bool keepdim);
+void mm(Tensor& out, const Tensor& a, const Tensor& b);
+void bmm(Tensor& out, const Tensor& a, const Tensor& b);
+void addmm(Tensor& out, const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha);
+void dot(Tensor& out, const Tensor& a, const Tensor& b);
+void cat(Tensor& out, const std::vector<Tensor>& tensors, int64_t dim);
+void addcmul(Tensor& out, const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value);
+void addcdiv(Tensor& out, const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value);
+void lerp(Tensor& out, const Tensor& start, const Tensor& end, const Tensor& weight);
+void clamp(Tensor& out, const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max);
+void where(Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+void softplus(Tensor& out, const Tensor& t, double beta, double threshold);
+void masked_fill(Tensor& out, const Tensor& self, const Tensor& mask, const Tensor& value);
+void masked_select(Tensor& out, const Tensor& self, const Tensor& mask);
+void masked_scatter(Tensor& out, const Tensor& self, const Tensor& mask, const Tensor& source);
+void gather(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
+void scatter(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+void scatter_add(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+void scatter_reduce(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                    const std::string& reduce, bool include_self);
+void index_select(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index);
+void index_add(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha);
+void index_copy(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+void index_fill(Tensor& out, const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value);
+void take(Tensor& out, const Tensor& self, const Tensor& index);
+void embedding(Tensor& out, const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx);
+void index(Tensor& out, const Tensor& self, const IndexList& indices);
+void index_put(Tensor& out, const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate);
+void bernoulli(Tensor& out, const Tensor& p, std::optional<Generator> gen);
+}  // namespace derivative
+
+// Runs `forward` below autograd (grad mode off, so the ops it calls record nothing), then,
+// when grad mode was on, `derivative` on its outputs.
+template <class Forward, class Derivative>
+auto forward_then_derivative(const Forward& forward, const Derivative& derivative) {
+  if (!grad_mode_enabled()) return forward();
+  auto out = [&] {
+    NoGradGuard below_autograd;
+    return forward();
+  }();
+  derivative(out);
+  return out;
+}
+
 }  // namespace flambeau::autograd
+
+// Defines the differentiable public op `name` as FLB_OP does (same arguments; reported to
+// the op hook), with the body below autograd and autograd::derivative::name recording the
+// backward. The _AUTOCAST form first applies an autocast policy (lower, fp32) above
+// autograd, so that the casts are recorded:
+//   FLB_DIFF_OP(cumsum, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
+//     return cum_op<false>("cumsum", t, dim, dtype);
+//   }
+#define FLB_DIFF_OP(name, params, args, ...) FLB_DIFF_OP_IMPL(name, , params, args, __VA_ARGS__)
+#define FLB_DIFF_OP_AUTOCAST(policy, name, params, args, ...) \
+  FLB_DIFF_OP_IMPL(name, FLB_AUTOCAST(policy, name, FLB_OP_UNPAREN args);, params, args, __VA_ARGS__)
+#define FLB_DIFF_OP_IMPL(name, autocast, params, args, ...)                                           \
+  static __VA_ARGS__ name##_forward params;                                                           \
+  FLB_OP(name, params, args, __VA_ARGS__) {                                                           \
+    autocast return ::flambeau::autograd::forward_then_derivative(                                    \
+        [&]() -> __VA_ARGS__ { return name##_forward args; },                                         \
+        [&](__VA_ARGS__& out) { ::flambeau::autograd::derivative::name(out, FLB_OP_UNPAREN args); }); \
+  }                                                                                                   \
+  static __VA_ARGS__ name##_forward params

@@ -95,11 +95,10 @@ IndexPlan plan_index(const char* op, const Tensor& self, const IndexList& indice
 
 }  // namespace
 
-FLB_OP(index, (const Tensor& self, const IndexList& indices), (self, indices), Tensor) {
+FLB_DIFF_OP(index, (const Tensor& self, const IndexList& indices), (self, indices), Tensor) {
   const IndexPlan plan = plan_index("index", self, indices);
   Tensor out = empty(plan.src.sizes(), self.dtype());
   if (out.numel() > 0) gather_with_offsets(out, plan.src, plan.offsets, int64_t(self.element_size()));
-  autograd::record_index(self, indices, out);
   return out;
 }
 
@@ -123,16 +122,12 @@ FLB_OP(index_put_,
   return self;
 }
 
-FLB_OP(index_put,
+FLB_DIFF_OP(index_put,
        (const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate),
        (self, indices, values, accumulate), Tensor) {
   Tensor out;
-  {
-    autograd::NoGradGuard no_grad;
-    out = self.clone();
-    index_put_(out, indices, values, accumulate);
-  }
-  autograd::record_index_put(self, indices, values, accumulate, out);
+  out = self.clone();
+  index_put_(out, indices, values, accumulate);
   return out;
 }
 

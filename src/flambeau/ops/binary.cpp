@@ -284,7 +284,7 @@ FLB_OP(logical_xor, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   return logical("logical_xor", a, b, [](bool x, bool y) { return x != y; });
 }
 
-FLB_OP(addcmul,
+FLB_DIFF_OP(addcmul,
        (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
        (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
@@ -295,11 +295,10 @@ FLB_OP(addcmul,
     if constexpr (std::is_same_v<CT, bool>) ops::map_elementwise<CT, CT, 3>(L, [v](bool a, bool b, bool c) { return a || (v && b && c); });
     else ops::map_elementwise<CT, CT, 3>(L, [v](CT a, CT b, CT c) { return CT(a + v * b * c); });
   });
-  autograd::record_addcmul(self, t1, t2, value, false, out);
   return out;
 }
 
-FLB_OP(addcdiv,
+FLB_DIFF_OP(addcdiv,
        (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
        (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
@@ -311,11 +310,10 @@ FLB_OP(addcdiv,
     const CT v = kernels::scalar_to<CT>(value);
     ops::map_elementwise<CT, CT, 3>(L, [v](CT a, CT b, CT c) { return a + v * (b / c); });
   });
-  autograd::record_addcmul(self, t1, t2, value, true, out);
   return out;
 }
 
-FLB_OP(lerp, (const Tensor& start, const Tensor& end, const Tensor& weight), (start, end, weight), Tensor) {
+FLB_DIFF_OP(lerp, (const Tensor& start, const Tensor& end, const Tensor& weight), (start, end, weight), Tensor) {
   FLB_CHECK(start.dtype() == end.dtype() && is_floating(start.dtype()), TypeError,
             "[lerp] expected start and end to be floating tensors of the same dtype, got ",
             dtype_name(start.dtype()), " and ", dtype_name(end.dtype()));
@@ -327,7 +325,6 @@ FLB_OP(lerp, (const Tensor& start, const Tensor& end, const Tensor& weight), (st
         return std::abs(w) < CT(0.5) ? s + w * (e - s) : e - (e - s) * (CT(1) - w);
       });
   });
-  autograd::record_lerp(start, end, weight, out);
   return out;
 }
 
@@ -362,15 +359,11 @@ FLB_OP(lerp_, (Tensor& start, const Tensor& end, const Tensor& weight), (start, 
                         [&](const Tensor& s) { return lerp(s, end, weight); });
 }
 
-FLB_OP(clamp, (const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max), (t, min, max), Tensor) {
+FLB_DIFF_OP(clamp, (const Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max), (t, min, max), Tensor) {
   FLB_CHECK(min || max, ValueError, "[clamp] at least one of 'min' or 'max' must not be None");
   Tensor r;
-  {
-    autograd::NoGradGuard no_grad;  // clamp's own backward passes the gradient at the bounds
-    r = min ? maximum(t, *min) : t;
-    if (max) r = minimum(r, *max);
-  }
-  autograd::record_clamp(t, min, max, r);
+  r = min ? maximum(t, *min) : t;
+  if (max) r = minimum(r, *max);
   return r;
 }
 FLB_OP(clamp_, (Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max), (t, min, max), Tensor&) {
@@ -378,7 +371,7 @@ FLB_OP(clamp_, (Tensor& t, std::optional<Tensor> min, std::optional<Tensor> max)
   return assign_inplace("clamp_", t, grad, [&](const Tensor& s) { return clamp(s, min, max); });
 }
 
-FLB_OP(where, (const Tensor& cond, const Tensor& a, const Tensor& b), (cond, a, b), Tensor) {
+FLB_DIFF_OP(where, (const Tensor& cond, const Tensor& a, const Tensor& b), (cond, a, b), Tensor) {
   FLB_CHECK(cond.dtype() == kBool, TypeError, "[where] expected condition to be a boolean tensor, but got a tensor with dtype ",
             dtype_name(cond.dtype()));
   const DType dt = result_type(a, b);
@@ -387,7 +380,6 @@ FLB_OP(where, (const Tensor& cond, const Tensor& a, const Tensor& b), (cond, a, 
   ops::visit_compute_type(dt, [&]<class CT>() {
     ops::map_elementwise<CT, CT, 3>(L, [](CT c, CT x, CT y) { return c != CT(0) ? x : y; });
   });
-  autograd::record_where(cond, a, b, out);
   return out;
 }
 

@@ -208,7 +208,7 @@ Tensor on_copy(const Tensor& self, const F& op) {
 
 }  // namespace
 
-FLB_OP(gather, (const Tensor& self, int64_t dim, const Tensor& index), (self, dim, index), Tensor) {
+FLB_DIFF_OP(gather, (const Tensor& self, int64_t dim, const Tensor& index), (self, dim, index), Tensor) {
   const Checked c = check_scatter("gather", self, dim, index, nullptr);
   const Tensor self1 = at_least_1d(self);
   Tensor out = empty(c.index.sizes(), self.dtype());
@@ -219,7 +219,6 @@ FLB_OP(gather, (const Tensor& self, int64_t dim, const Tensor& index), (self, di
                         self1.stride(c.dim) * int64_t(self1.element_size()));
   }
   out = out.reshape(index.sizes());
-  autograd::record_gather(self, c.dim, index, out);
   return out;
 }
 
@@ -232,11 +231,10 @@ FLB_OP(scatter_,
     return autograd::assign_out_of_place("scatter_", self, [&] { return scatter(self, dim, index, src); });
   return scatter_impl("scatter", self, dim, index, src, Reduce::Assign);
 }
-FLB_OP(scatter,
+FLB_DIFF_OP(scatter,
        (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
        (self, dim, index, src), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter", o, dim, index, src, Reduce::Assign); });
-  autograd::record_scatter(self, dim, index, src, false, out);
   return out;
 }
 FLB_OP(scatter_add_,
@@ -247,12 +245,11 @@ FLB_OP(scatter_add_,
     return autograd::assign_out_of_place("scatter_add_", self, [&] { return scatter_add(self, dim, index, src); });
   return scatter_impl("scatter_add", self, dim, index, src, Reduce::Sum);
 }
-FLB_OP(scatter_add,
+FLB_DIFF_OP(scatter_add,
        (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
        (self, dim, index, src), Tensor) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter_add", o, dim, index, src, Reduce::Sum); });
-  autograd::record_scatter(self, dim, index, src, true, out);
   return out;
 }
 
@@ -297,16 +294,15 @@ FLB_OP(scatter_reduce_,
   }
   return self;
 }
-FLB_OP(scatter_reduce,
+FLB_DIFF_OP(scatter_reduce,
        (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
         bool include_self),
        (self, dim, index, src, reduce, include_self), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_reduce_(o, dim, index, src, reduce, include_self); });
-  autograd::record_scatter_reduce(self, dim, index, src, reduce, include_self, out);
   return out;
 }
 
-FLB_OP(index_select, (const Tensor& self, int64_t dim, const Tensor& index), (self, dim, index), Tensor) {
+FLB_DIFF_OP(index_select, (const Tensor& self, int64_t dim, const Tensor& index), (self, dim, index), Tensor) {
   const Checked c = check_index_op("index_select", self, dim, index, nullptr, false);
   FLB_CHECK(self.dim() > 0 || c.index.numel() == 1, ValueError,
             "[index_select] index to a 0-dim tensor can have only 1 value, got ", c.index.numel());
@@ -321,7 +317,6 @@ FLB_OP(index_select, (const Tensor& self, int64_t dim, const Tensor& index), (se
                         self1.stride(c.dim) * int64_t(self1.element_size()));
   }
   if (self.dim() == 0) out = out.reshape({});  // as PyTorch: a 0-dim self gives a 0-dim result
-  autograd::record_index_select(self, c.dim, c.index, out);
   return out;
 }
 
@@ -332,11 +327,10 @@ FLB_OP(index_add_,
     return autograd::assign_out_of_place("index_add_", self, [&] { return index_add(self, dim, index, source, alpha); });
   return index_scatter("index_add", self, dim, index, source, Reduce::Sum, alpha);
 }
-FLB_OP(index_add,
+FLB_DIFF_OP(index_add,
        (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha),
        (self, dim, index, source, alpha), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_add", o, dim, index, source, Reduce::Sum, alpha); });
-  autograd::record_index_add(self, dim, index, source, alpha, out);
   return out;
 }
 FLB_OP(index_copy_,
@@ -346,11 +340,10 @@ FLB_OP(index_copy_,
     return autograd::assign_out_of_place("index_copy_", self, [&] { return index_copy(self, dim, index, source); });
   return index_scatter("index_copy", self, dim, index, source, Reduce::Assign, 1);
 }
-FLB_OP(index_copy,
+FLB_DIFF_OP(index_copy,
        (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source),
        (self, dim, index, source), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_copy", o, dim, index, source, Reduce::Assign, 1); });
-  autograd::record_index_copy(self, dim, index, source, out);
   return out;
 }
 
@@ -368,15 +361,14 @@ FLB_OP(index_fill_,
   scatter_kernel(self1, c.dim, spread_index(c.index, shape, c.dim), nullptr, value.item(), Reduce::Assign);
   return self;
 }
-FLB_OP(index_fill,
+FLB_DIFF_OP(index_fill,
        (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value),
        (self, dim, index, value), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_fill_(o, dim, index, value); });
-  autograd::record_index_fill(self, dim, index, value, out);
   return out;
 }
 
-FLB_OP(take, (const Tensor& self, const Tensor& index), (self, index), Tensor) {
+FLB_DIFF_OP(take, (const Tensor& self, const Tensor& index), (self, index), Tensor) {
   const Tensor idx = index_to_int64("take", index, false);
   const int64_t n = self.numel();
   const Tensor wrapped = wrap_negative(idx, n, check_index_range("take", idx, 0, n, true));
@@ -385,7 +377,6 @@ FLB_OP(take, (const Tensor& self, const Tensor& index), (self, index), Tensor) {
   if (out.numel() > 0)
     gather_with_offsets(out, restride(flat, out.sizes(), Dims(out.sizes().size(), 0), flat.storage_offset()), wrapped,
                         flat.stride(0) * int64_t(flat.element_size()));
-  autograd::record_take(self, wrapped, out);
   return out;
 }
 
@@ -408,7 +399,7 @@ FLB_OP(one_hot, (const Tensor& t, int64_t num_classes), (t, num_classes), Tensor
   return scatter_(out, -1, t.unsqueeze(-1), 1);
 }
 
-FLB_OP(embedding,
+FLB_DIFF_OP(embedding,
        (const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx),
        (weight, indices, padding_idx), Tensor) {
   FLB_CHECK(weight.dim() == 2, ValueError, "[embedding] weight must be 2-D, got shape ", shape_str(weight.sizes()));
@@ -426,7 +417,6 @@ FLB_OP(embedding,
     gather_with_offsets(out, restride(weight, out.sizes(), {0, weight.stride(1)}, weight.storage_offset()),
                         spread_index(c.index, out.sizes(), 0), weight.stride(0) * int64_t(weight.element_size()));
   out = out.view(shape);
-  autograd::record_embedding(weight, indices, padding_idx, out);
   return out;
 }
 

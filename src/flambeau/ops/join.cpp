@@ -5,7 +5,7 @@
 
 namespace flambeau {
 
-FLB_OP(cat, (const std::vector<Tensor>& tensors, int64_t dim), (tensors, dim), Tensor) {
+FLB_DIFF_OP(cat, (const std::vector<Tensor>& tensors, int64_t dim), (tensors, dim), Tensor) {
   FLB_CHECK(!tensors.empty(), ValueError, "[cat] expected a non-empty list of tensors");
   // As in PyTorch, 1-D empty tensors are skipped whatever the other shapes are.
   std::vector<const Tensor*> parts;
@@ -35,15 +35,11 @@ FLB_OP(cat, (const std::vector<Tensor>& tensors, int64_t dim), (tensors, dim), T
     shape[dim] = add_size(shape[dim], t.size(dim), "cat");
   }
   Tensor out = empty(shape, dt);
-  {
-    autograd::NoGradGuard no_grad;
-    int64_t at = 0;
-    for (const Tensor* t : parts) {
-      out.narrow(dim, at, t->size(dim)).copy_(*t);
-      at += t->size(dim);
-    }
+  int64_t at = 0;
+  for (const Tensor* t : parts) {
+    out.narrow(dim, at, t->size(dim)).copy_(*t);
+    at += t->size(dim);
   }
-  autograd::record_cat(tensors, dim, out);
   return out;
 }
 

@@ -39,19 +39,15 @@ FLB_OP(masked_fill_, (Tensor& self, const Tensor& mask, const Tensor& value), (s
   return self;
 }
 
-FLB_OP(masked_fill, (const Tensor& self, const Tensor& mask, const Tensor& value), (self, mask, value), Tensor) {
+FLB_DIFF_OP(masked_fill, (const Tensor& self, const Tensor& mask, const Tensor& value), (self, mask, value), Tensor) {
   check_mask("masked_fill", mask);
   Tensor out = empty(broadcast_shapes(self.sizes(), mask.sizes(), "masked_fill"), self.dtype());
-  {
-    autograd::NoGradGuard no_grad;
-    out.copy_(self);
-    masked_fill_(out, mask, value);
-  }
-  autograd::record_masked_fill(self, mask, value, out);
+  out.copy_(self);
+  masked_fill_(out, mask, value);
   return out;
 }
 
-FLB_OP(masked_select, (const Tensor& self, const Tensor& mask), (self, mask), Tensor) {
+FLB_DIFF_OP(masked_select, (const Tensor& self, const Tensor& mask), (self, mask), Tensor) {
   check_mask("masked_select", mask);
   const Dims shape = broadcast_shapes(self.sizes(), mask.sizes(), "masked_select");
   const Tensor positions = nonzero_flat(mask.expand(shape));
@@ -60,7 +56,6 @@ FLB_OP(masked_select, (const Tensor& self, const Tensor& mask), (self, mask), Te
   if (out.numel() > 0)
     gather_with_offsets(out, restride(src, out.sizes(), {0}, src.storage_offset()), positions,
                         int64_t(src.element_size()));
-  autograd::record_masked_select(self, mask, out);
   return out;
 }
 
@@ -84,17 +79,13 @@ FLB_OP(masked_scatter_, (Tensor& self, const Tensor& mask, const Tensor& source)
   return self;
 }
 
-FLB_OP(masked_scatter,
+FLB_DIFF_OP(masked_scatter,
        (const Tensor& self, const Tensor& mask, const Tensor& source),
        (self, mask, source), Tensor) {
   check_mask("masked_scatter", mask);
   Tensor out = empty(broadcast_shapes(self.sizes(), mask.sizes(), "masked_scatter"), self.dtype());
-  {
-    autograd::NoGradGuard no_grad;
-    out.copy_(self);
-    masked_scatter_(out, mask, source);
-  }
-  autograd::record_masked_scatter(self, mask, source, out);
+  out.copy_(self);
+  masked_scatter_(out, mask, source);
   return out;
 }
 

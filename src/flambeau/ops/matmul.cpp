@@ -109,59 +109,44 @@ void check_mm(const char* op, const Tensor& a, const Tensor& b) {
 
 const char* bf16_matmul_backend() { return kernels::gemm16_backend(true); }
 
-FLB_OP(mm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
-  FLB_AUTOCAST(lower, mm, a, b);
+FLB_DIFF_OP_AUTOCAST(lower, mm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   check_mm("mm", a, b);
   Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
-  {
-    autograd::NoGradGuard no_grad;
-    if (a.size(1) == 0) out.fill_(0);
-    else gemm(a, b, out, 1, 0);
-  }
-  autograd::record_mm("MmBackward0", a, b, out);
+  if (a.size(1) == 0) out.fill_(0);
+  else gemm(a, b, out, 1, 0);
   return out;
 }
 
-FLB_OP(addmm,
+FLB_DIFF_OP_AUTOCAST(lower, addmm,
        (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha),
        (self, a, b, beta, alpha), Tensor) {
-  FLB_AUTOCAST(lower, addmm, self, a, b, beta, alpha);
   check_mm("addmm", a, b);
   check_same_dtype("addmm", self, a);
   const Dims shape{a.size(0), b.size(1)};
   FLB_CHECK(broadcast_shapes(self.sizes(), shape, "addmm") == shape, ValueError, "[addmm] self of shape ",
             shape_str(self.sizes()), " cannot be broadcast to ", shape_str(shape));
   Tensor out = empty(shape, a.dtype());
-  {
-    autograd::NoGradGuard no_grad;
-    // beta == 0 ignores self entirely (NaN in self does not leak), as in BLAS and PyTorch.
-    if (beta.to_double() != 0) out.copy_(self);
-    else out.fill_(0);
-    if (a.size(1) == 0) {
-      if (beta.to_double() != 0) mul_(out, beta);
-    } else {
-      gemm(a, b, out, alpha, beta.to_double() != 0 ? beta : Scalar(0));
-    }
+  // beta == 0 ignores self entirely (NaN in self does not leak), as in BLAS and PyTorch.
+  if (beta.to_double() != 0) out.copy_(self);
+  else out.fill_(0);
+  if (a.size(1) == 0) {
+    if (beta.to_double() != 0) mul_(out, beta);
+  } else {
+    gemm(a, b, out, alpha, beta.to_double() != 0 ? beta : Scalar(0));
   }
-  autograd::record_addmm(self, a, b, beta, alpha, out);
   return out;
 }
 
-FLB_OP(bmm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
-  FLB_AUTOCAST(lower, bmm, a, b);
+FLB_DIFF_OP_AUTOCAST(lower, bmm, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   FLB_CHECK(a.dim() == 3 && b.dim() == 3, ValueError, "[bmm] expected 3-D tensors, got ", a.dim(), "-D and ", b.dim(), "-D");
   check_same_dtype("bmm", a, b);
   FLB_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), ValueError, "[bmm] batch1 ", shape_str(a.sizes()),
             " and batch2 ", shape_str(b.sizes()), " cannot be multiplied");
   Tensor out = zeros({a.size(0), a.size(1), b.size(2)}, a.dtype());
-  {
-    autograd::NoGradGuard no_grad;
-    for (int64_t i = 0; a.size(2) > 0 && i < a.size(0); ++i) {
-      Tensor o = out.select(0, i);
-      gemm(a.select(0, i), b.select(0, i), o, 1, 0);
-    }
+  for (int64_t i = 0; a.size(2) > 0 && i < a.size(0); ++i) {
+    Tensor o = out.select(0, i);
+    gemm(a.select(0, i), b.select(0, i), o, 1, 0);
   }
-  autograd::record_mm("BmmBackward0", a, b, out);
   return out;
 }
 
@@ -177,7 +162,7 @@ FLB_OP(baddbmm,
   return beta.to_double() == 0 ? prod : add(prod, self, beta).to(a.dtype());
 }
 
-FLB_OP(dot, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
+FLB_DIFF_OP(dot, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   FLB_CHECK(a.dim() == 1 && b.dim() == 1, ValueError, "[dot] 1D tensors expected, but got ", a.dim(), "D and ", b.dim(), "D tensors");
   check_same_dtype("dot", a, b);
   FLB_CHECK(a.size(0) == b.size(0), ValueError, "[dot] inconsistent tensor size, expected tensor [", a.size(0),
@@ -186,11 +171,7 @@ FLB_OP(dot, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
   // Through the deterministic reduction (not BLAS sdot, whose split depends on threads).
   const DType acc = is_reduced_float(a.dtype()) ? kFloat32 : a.dtype();
   Tensor out;
-  {
-    autograd::NoGradGuard no_grad;
-    out = sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
-  }
-  autograd::record_dot(a, b, out);
+  out = sum(mul(a.to(acc), b.to(acc)), {}, false, acc).to(a.dtype());
   return out;
 }
 

@@ -175,7 +175,7 @@ FLB_OP(bernoulli_, (Tensor& t, double p, std::optional<Generator> gen), (t, p, g
   });
 }
 
-FLB_OP(bernoulli, (const Tensor& p, std::optional<Generator> gen), (p, gen), Tensor) {
+FLB_DIFF_OP(bernoulli, (const Tensor& p, std::optional<Generator> gen), (p, gen), Tensor) {
   float_compute("bernoulli", p);
   const Tensor probs = p.to(kFloat64).contiguous();
   const double* pp = probs.data<double>();
@@ -187,7 +187,6 @@ FLB_OP(bernoulli, (const Tensor& p, std::optional<Generator> gen), (p, gen), Ten
     return uniform_f64(w[2 * lane], w[2 * lane + 1]) < pp[i] ? 1.0 : 0.0;
   });
   Tensor r = out.to(p.dtype());
-  autograd::record_zero_grad("BernoulliBackward0", p, r);
   return r;
 }
 

@@ -29,6 +29,13 @@ std::vector<bool> reduced_mask(const char* op, const Tensor& t, const Dims& dims
 
 }  // namespace
 
+int64_t reduced_count(const Tensor& t, const Dims& dims) {
+  if (dims.empty()) return t.numel();
+  int64_t n = 1;
+  for (int64_t d : dims) n *= t.size(d);
+  return n;
+}
+
 Dims reduced_shape(const char* op, const Tensor& t, const Dims& dims, bool keepdim) {
   const std::vector<bool> reduced = reduced_mask(op, t, dims);
   Dims out;
@@ -222,13 +229,6 @@ DType sum_dtype(const Tensor& t, std::optional<DType> dtype) {
   return dtype.value_or(is_floating(t.dtype()) ? t.dtype() : kInt64);
 }
 
-int64_t reduced_count(const Tensor& t, const Dims& dims) {
-  if (dims.empty()) return t.numel();
-  int64_t n = 1;
-  for (int64_t d : dims) n *= t.size(d);
-  return n;
-}
-
 // (values, indices) of max/min along one dim.
 template <bool kMax>
 std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t dim, bool keepdim) {
@@ -270,39 +270,32 @@ std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t d
 
 }  // namespace
 
-FLB_OP(sum,
+FLB_DIFF_OP(sum,
        (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
        (t, dims, keepdim, dtype), Tensor) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
-  autograd::record_sum(dims.empty() ? "SumBackward0" : "SumBackward1", t, dims, 1.0, out);
   return out;
 }
 
-FLB_OP(prod,
+FLB_DIFF_OP_AUTOCAST(fp32, prod,
        (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
        (t, dims, keepdim, dtype), Tensor) {
-  FLB_AUTOCAST(fp32, prod, t, dims, keepdim, dtype);
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
-  autograd::record_prod(t, dims, out);
   return out;
 }
 
-FLB_OP(mean,
+FLB_DIFF_OP(mean,
        (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
        (t, dims, keepdim, dtype), Tensor) {
   const DType dt = dtype.value_or(t.dtype());
   FLB_CHECK(is_floating(dt), TypeError, "[mean] could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
             dtype_name(dt));
-  const int64_t n = reduced_count(t, dims);
+  const int64_t n = ops::reduced_count(t, dims);
   Tensor out;
-  {
-    autograd::NoGradGuard no_grad;
-    Tensor s = reduce<SumRed>("mean", t, dims, keepdim, dt, is_reduced_float(dt) ? kFloat32 : dt);
-    out = div(s, double(n)).to(dt);
-  }
-  autograd::record_sum(dims.empty() ? "MeanBackward0" : "MeanBackward1", t, dims, 1.0 / double(n), out);
+  Tensor s = reduce<SumRed>("mean", t, dims, keepdim, dt, is_reduced_float(dt) ? kFloat32 : dt);
+  out = div(s, double(n)).to(dt);
   return out;
 }
 
@@ -316,40 +309,34 @@ void check_extreme_dims(const char* op, const Tensor& t, const Dims& dims) {
 }
 }  // namespace
 
-FLB_OP(amax, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
+FLB_DIFF_OP(amax, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   check_extreme_dims("amax", t, dims);
   Tensor out = reduce<MaxRed>("amax", t, dims, keepdim, t.dtype(), t.dtype());
-  autograd::record_extreme("AmaxBackward0", t, dims, out);
   return out;
 }
 
-FLB_OP(amin, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
+FLB_DIFF_OP(amin, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   check_extreme_dims("amin", t, dims);
   Tensor out = reduce<MinRed>("amin", t, dims, keepdim, t.dtype(), t.dtype());
-  autograd::record_extreme("AminBackward0", t, dims, out);
   return out;
 }
 
-FLB_OP(max, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
+FLB_DIFF_OP(max, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
   auto r = arg_extreme<true>("max", t, dim, keepdim);
-  autograd::record_pick("MaxBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "max") : 0, r.second, keepdim, r.first);
   return r;
 }
-FLB_OP(min, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
+FLB_DIFF_OP(min, (const Tensor& t, int64_t dim, bool keepdim), (t, dim, keepdim), std::pair<Tensor, Tensor>) {
   auto r = arg_extreme<false>("min", t, dim, keepdim);
-  autograd::record_pick("MinBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "min") : 0, r.second, keepdim, r.first);
   return r;
 }
-FLB_OP(max, (const Tensor& t), (t), Tensor) {
+FLB_DIFF_OP(max, (const Tensor& t), (t), Tensor) {
   check_extreme_dims("max", t, {});
   Tensor out = reduce<MaxRed>("max", t, {}, false, t.dtype(), t.dtype());
-  autograd::record_extreme("MaxBackward1", t, {}, out);
   return out;
 }
-FLB_OP(min, (const Tensor& t), (t), Tensor) {
+FLB_DIFF_OP(min, (const Tensor& t), (t), Tensor) {
   check_extreme_dims("min", t, {});
   Tensor out = reduce<MinRed>("min", t, {}, false, t.dtype(), t.dtype());
-  autograd::record_extreme("MinBackward1", t, {}, out);
   return out;
 }
 
@@ -390,69 +377,48 @@ Tensor float_input(const char* op, const Tensor& t) {
 }
 }  // namespace
 
-// var, std, norm and logsumexp are computed from other ops but record one node each, with
-// PyTorch's name and a closed-form derivative (derivatives_structure.cpp).
-FLB_OP(var,
+// var, std, norm and logsumexp are computed from other ops (below autograd) and get one
+// node each, with PyTorch's name and a closed-form derivative (op_derivatives.cpp).
+FLB_DIFF_OP(var,
        (const Tensor& t, const Dims& dims, double correction, bool keepdim),
        (t, dims, correction, keepdim), Tensor) {
   const Tensor x = float_input("var", t);
-  const double denom = std::max(0.0, double(reduced_count(t, dims)) - correction);
-  Tensor out;
-  {
-    autograd::NoGradGuard no_grad;
-    const Tensor d = sub(x, mean(x, dims, true));
-    out = div(sum(mul(d, d), dims, keepdim), denom).to(t.dtype());
-  }
-  autograd::record_var(t, dims, denom, false, out);
-  return out;
+  const double denom = std::max(0.0, double(ops::reduced_count(t, dims)) - correction);
+  const Tensor d = sub(x, mean(x, dims, true));
+  return div(sum(mul(d, d), dims, keepdim), denom).to(t.dtype());
 }
 
-FLB_OP(std,
+FLB_DIFF_OP(std,
        (const Tensor& t, const Dims& dims, double correction, bool keepdim),
        (t, dims, correction, keepdim), Tensor) {
   const Tensor x = float_input("std", t);
-  const double denom = std::max(0.0, double(reduced_count(t, dims)) - correction);
-  Tensor out;
-  {
-    autograd::NoGradGuard no_grad;
-    out = sqrt(var(x, dims, correction, keepdim)).to(t.dtype());
-  }
-  autograd::record_var(t, dims, denom, true, out);
-  return out;
+  return sqrt(var(x, dims, correction, keepdim)).to(t.dtype());
 }
 
-FLB_OP(norm, (const Tensor& t, double p, const Dims& dims, bool keepdim), (t, p, dims, keepdim), Tensor) {
+FLB_DIFF_OP(norm, (const Tensor& t, double p, const Dims& dims, bool keepdim), (t, p, dims, keepdim), Tensor) {
   const Tensor x = float_input("norm", t);
   Tensor r;
-  {
-    autograd::NoGradGuard no_grad;
-    if (p == 2) r = sqrt(sum(mul(x, x), dims, keepdim));
-    else if (p == 1) r = sum(abs(x), dims, keepdim);
-    else if (std::isinf(p)) r = p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
-    else if (p == 0) r = sum(ne(x, 0).to(x.dtype()), dims, keepdim);
-    else r = pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
-    r = r.to(t.dtype());
-  }
-  autograd::record_norm(t, p, dims, r);
+  if (p == 2) r = sqrt(sum(mul(x, x), dims, keepdim));
+  else if (p == 1) r = sum(abs(x), dims, keepdim);
+  else if (std::isinf(p)) r = p > 0 ? amax(abs(x), dims, keepdim) : amin(abs(x), dims, keepdim);
+  else if (p == 0) r = sum(ne(x, 0).to(x.dtype()), dims, keepdim);
+  else r = pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
+  r = r.to(t.dtype());
   return r;
 }
 
-FLB_OP(logsumexp, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
+FLB_DIFF_OP(logsumexp, (const Tensor& t, const Dims& dims, bool keepdim), (t, dims, keepdim), Tensor) {
   const Tensor x = is_floating(t.dtype()) ? float_input("logsumexp", t) : t.to(kDefaultFloat);
   Tensor r;
-  {
-    autograd::NoGradGuard no_grad;
-    if (x.numel() == 0) {
-      r = log(sum(exp(x), dims, keepdim));
-    } else {
-      Tensor m = amax(x, dims, true);
-      m = where(isinf(m), zeros_like(m), m);
-      r = add(log(sum(exp(sub(x, m)), dims, true)), m);
-      if (!keepdim) r = r.reshape(ops::reduced_shape("logsumexp", t, dims, false));
-    }
-    if (is_floating(t.dtype())) r = r.to(t.dtype());
+  if (x.numel() == 0) {
+    r = log(sum(exp(x), dims, keepdim));
+  } else {
+    Tensor m = amax(x, dims, true);
+    m = where(isinf(m), zeros_like(m), m);
+    r = add(log(sum(exp(sub(x, m)), dims, true)), m);
+    if (!keepdim) r = r.reshape(ops::reduced_shape("logsumexp", t, dims, false));
   }
-  autograd::record_logsumexp(t, dims, r);
+  if (is_floating(t.dtype())) r = r.to(t.dtype());
   return r;
 }
 

@@ -12,6 +12,9 @@ struct ReducePlan {
   Dims out_shape;
 };
 
+// How many elements of t each output of reducing `dims` (empty: all) sums.
+int64_t reduced_count(const Tensor& t, const Dims& dims);
+
 // The shape of reducing `dims` (empty: all) of t; checks the dims.
 Dims reduced_shape(const char* op, const Tensor& t, const Dims& dims, bool keepdim);
 

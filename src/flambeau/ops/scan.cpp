@@ -94,24 +94,20 @@ std::pair<Tensor, Tensor> cum_extreme(const char* op, const Tensor& t, int64_t d
 
 }  // namespace
 
-FLB_OP(cumsum, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
+FLB_DIFF_OP(cumsum, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
   Tensor out = cum_op<false>("cumsum", t, dim, dtype);
-  autograd::record_cumsum(t, t.dim() ? wrap_dim(dim, t.dim(), "cumsum") : 0, out);
   return out;
 }
-FLB_OP(cumprod, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
+FLB_DIFF_OP(cumprod, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
   Tensor out = cum_op<true>("cumprod", t, dim, dtype);
-  autograd::record_cumprod(t, t.dim() ? wrap_dim(dim, t.dim(), "cumprod") : 0, out);
   return out;
 }
-FLB_OP(cummax, (const Tensor& t, int64_t dim), (t, dim), std::pair<Tensor, Tensor>) {
+FLB_DIFF_OP(cummax, (const Tensor& t, int64_t dim), (t, dim), std::pair<Tensor, Tensor>) {
   auto r = cum_extreme<true>("cummax", t, dim);
-  autograd::record_pick("CummaxBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "cummax") : 0, r.second, true, r.first);
   return r;
 }
-FLB_OP(cummin, (const Tensor& t, int64_t dim), (t, dim), std::pair<Tensor, Tensor>) {
+FLB_DIFF_OP(cummin, (const Tensor& t, int64_t dim), (t, dim), std::pair<Tensor, Tensor>) {
   auto r = cum_extreme<false>("cummin", t, dim);
-  autograd::record_pick("CumminBackward0", t, t.dim() ? wrap_dim(dim, t.dim(), "cummin") : 0, r.second, true, r.first);
   return r;
 }
 
@@ -126,12 +122,11 @@ void ops::logcumsumexp_row(const double* x, double* y, int64_t n) {
   }
 }
 
-FLB_OP(logcumsumexp, (const Tensor& t, int64_t dim), (t, dim), Tensor) {
+FLB_DIFF_OP(logcumsumexp, (const Tensor& t, int64_t dim), (t, dim), Tensor) {
   FLB_CHECK(is_floating(t.dtype()), TypeError, "[logcumsumexp] expected a floating point tensor, got ",
             dtype_name(t.dtype()));
   Tensor r = scan_rows<double, double>("logcumsumexp", t, dim, ops::logcumsumexp_row);
   Tensor out = r.to(t.dtype());
-  autograd::record_logcumsumexp(t, t.dim() ? wrap_dim(dim, t.dim(), "logcumsumexp") : 0, out);
   return out;
 }
 

@@ -34,22 +34,14 @@ Tensor softmax_impl(const char* op, const Tensor& t, int64_t dim, std::optional<
 
 }  // namespace
 
-FLB_OP(softmax, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
+FLB_DIFF_OP(softmax, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
   Tensor out;
-  {
-    autograd::NoGradGuard no_grad;
-    out = softmax_impl("softmax", t, dim, dtype, false);
-  }
-  autograd::record_softmax(t, t.dim() ? wrap_dim(dim, t.dim(), "softmax") : 0, false, out);
+  out = softmax_impl("softmax", t, dim, dtype, false);
   return out;
 }
-FLB_OP(log_softmax, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
+FLB_DIFF_OP(log_softmax, (const Tensor& t, int64_t dim, std::optional<DType> dtype), (t, dim, dtype), Tensor) {
   Tensor out;
-  {
-    autograd::NoGradGuard no_grad;
-    out = softmax_impl("log_softmax", t, dim, dtype, true);
-  }
-  autograd::record_softmax(t, t.dim() ? wrap_dim(dim, t.dim(), "log_softmax") : 0, true, out);
+  out = softmax_impl("log_softmax", t, dim, dtype, true);
   return out;
 }
 Tensor Tensor::softmax(int64_t dim) const { return flambeau::softmax(*this, dim); }

@@ -90,7 +90,7 @@ std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, 
 
 }  // namespace
 
-FLB_OP(sort,
+FLB_DIFF_OP(sort,
        (const Tensor& t, int64_t dim, bool descending, bool stable),
        (t, dim, descending, stable), std::pair<Tensor, Tensor>) {
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
@@ -104,7 +104,6 @@ FLB_OP(sort,
     store_sorted(sorted, n, row, vo, io);
   });
   // PyTorch names sort(stable=True) (its sort.stable overload) SortBackward1.
-  autograd::record_pick(stable ? "SortBackward1" : "SortBackward0", t, dim, r.second, true, r.first);
   return r;
 }
 
@@ -114,7 +113,7 @@ FLB_OP(argsort,
   return sort(t, dim, descending, stable).second;
 }
 
-FLB_OP(topk,
+FLB_DIFF_OP(topk,
        (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted),
        (t, k, dim, largest, sorted), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "topk");
@@ -160,11 +159,10 @@ FLB_OP(topk,
     std::sort(buf, buf + k, before<K>);
     store_sorted(buf, k, row, vo, io);
   });
-  autograd::record_pick("TopkBackward0", t, d, r.second, true, r.first);
   return r;
 }
 
-FLB_OP(kthvalue,
+FLB_DIFF_OP(kthvalue,
        (const Tensor& t, int64_t k, int64_t dim, bool keepdim),
        (t, k, dim, keepdim), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "kthvalue");
@@ -177,11 +175,7 @@ FLB_OP(kthvalue,
     std::nth_element(buf, buf + (k - 1), buf + len, before<decltype(KI::key)>);
     store_sorted(buf + (k - 1), 1, row, vo, io);
   });
-  {
-    autograd::NoGradGuard no_grad;
-    if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
-  }
-  autograd::record_pick("KthvalueBackward0", t, d, ki, keepdim, kv);
+  if (!keepdim) kv = kv.squeeze(d), ki = ki.squeeze(d);
   return {kv, ki};
 }
 

@@ -122,7 +122,7 @@ FLB_OP(gelu, (const Tensor& t, const std::string& approximate), (t, approximate)
                nullptr);
 }
 
-FLB_OP(softplus, (const Tensor& t, double beta, double threshold), (t, beta, threshold), Tensor) {
+FLB_DIFF_OP(softplus, (const Tensor& t, double beta, double threshold), (t, beta, threshold), Tensor) {
   FLB_CHECK(is_floating(t.dtype()), TypeError, "[softplus] not implemented for '", dtype_name(t.dtype()),
             "': expected a floating point tensor");
   Tensor out = empty(t.sizes(), t.dtype());
@@ -131,7 +131,6 @@ FLB_OP(softplus, (const Tensor& t, double beta, double threshold), (t, beta, thr
     const CT b = CT(beta), th = CT(threshold);
     ops::map_elementwise<CT, CT, 1>(L, [=](CT x) { return x * b > th ? x : std::log1p(std::exp(x * b)) / b; });
   });
-  if (autograd::needs_grad(t)) autograd::record_softplus(t, beta, threshold, out);
   return out;
 }
 
