@@ -123,8 +123,8 @@ FLB_OP(index_put_,
 }
 
 FLB_DIFF_OP(index_put,
-       (const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate),
-       (self, indices, values, accumulate), Tensor) {
+            (const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate),
+            (self, indices, values, accumulate), Tensor) {
   Tensor out;
   out = self.clone();
   index_put_(out, indices, values, accumulate);

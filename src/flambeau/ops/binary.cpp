@@ -285,8 +285,8 @@ FLB_OP(logical_xor, (const Tensor& a, const Tensor& b), (a, b), Tensor) {
 }
 
 FLB_DIFF_OP(addcmul,
-       (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
-       (self, t1, t2, value), Tensor) {
+            (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+            (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
   Tensor out = ternary_out("addcmul", self, t1, t2, dt);
   ops::ElemLoop L = ops::make_elem_loop(out, {self, t1, t2});
@@ -299,8 +299,8 @@ FLB_DIFF_OP(addcmul,
 }
 
 FLB_DIFF_OP(addcdiv,
-       (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
-       (self, t1, t2, value), Tensor) {
+            (const Tensor& self, const Tensor& t1, const Tensor& t2, Scalar value),
+            (self, t1, t2, value), Tensor) {
   const DType dt = result_type({self, t1, t2});
   FLB_CHECK(is_floating(dt), TypeError, "[addcdiv] integer division with addcdiv is not supported (inputs ",
             dtype_name(t1.dtype()), " and ", dtype_name(t2.dtype()), ")");

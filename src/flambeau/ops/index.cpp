@@ -232,8 +232,8 @@ FLB_OP(scatter_,
   return scatter_impl("scatter", self, dim, index, src, Reduce::Assign);
 }
 FLB_DIFF_OP(scatter,
-       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
-       (self, dim, index, src), Tensor) {
+            (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+            (self, dim, index, src), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter", o, dim, index, src, Reduce::Assign); });
   return out;
 }
@@ -246,8 +246,8 @@ FLB_OP(scatter_add_,
   return scatter_impl("scatter_add", self, dim, index, src, Reduce::Sum);
 }
 FLB_DIFF_OP(scatter_add,
-       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
-       (self, dim, index, src), Tensor) {
+            (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src),
+            (self, dim, index, src), Tensor) {
   FLB_CHECK(!src.impl()->wrapped_number, TypeError, "[scatter_add] src must be a tensor");
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_impl("scatter_add", o, dim, index, src, Reduce::Sum); });
   return out;
@@ -295,9 +295,9 @@ FLB_OP(scatter_reduce_,
   return self;
 }
 FLB_DIFF_OP(scatter_reduce,
-       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
-        bool include_self),
-       (self, dim, index, src, reduce, include_self), Tensor) {
+            (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
+             bool include_self),
+            (self, dim, index, src, reduce, include_self), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { scatter_reduce_(o, dim, index, src, reduce, include_self); });
   return out;
 }
@@ -328,8 +328,8 @@ FLB_OP(index_add_,
   return index_scatter("index_add", self, dim, index, source, Reduce::Sum, alpha);
 }
 FLB_DIFF_OP(index_add,
-       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha),
-       (self, dim, index, source, alpha), Tensor) {
+            (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha),
+            (self, dim, index, source, alpha), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_add", o, dim, index, source, Reduce::Sum, alpha); });
   return out;
 }
@@ -341,8 +341,8 @@ FLB_OP(index_copy_,
   return index_scatter("index_copy", self, dim, index, source, Reduce::Assign, 1);
 }
 FLB_DIFF_OP(index_copy,
-       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source),
-       (self, dim, index, source), Tensor) {
+            (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source),
+            (self, dim, index, source), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_scatter("index_copy", o, dim, index, source, Reduce::Assign, 1); });
   return out;
 }
@@ -362,8 +362,8 @@ FLB_OP(index_fill_,
   return self;
 }
 FLB_DIFF_OP(index_fill,
-       (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value),
-       (self, dim, index, value), Tensor) {
+            (const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value),
+            (self, dim, index, value), Tensor) {
   Tensor out = on_copy(self, [&](Tensor& o) { index_fill_(o, dim, index, value); });
   return out;
 }
@@ -400,8 +400,8 @@ FLB_OP(one_hot, (const Tensor& t, int64_t num_classes), (t, num_classes), Tensor
 }
 
 FLB_DIFF_OP(embedding,
-       (const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx),
-       (weight, indices, padding_idx), Tensor) {
+            (const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx),
+            (weight, indices, padding_idx), Tensor) {
   FLB_CHECK(weight.dim() == 2, ValueError, "[embedding] weight must be 2-D, got shape ", shape_str(weight.sizes()));
   if (padding_idx)
     FLB_CHECK(*padding_idx >= -weight.size(0) && *padding_idx < weight.size(0), ValueError,

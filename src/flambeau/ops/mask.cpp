@@ -80,8 +80,8 @@ FLB_OP(masked_scatter_, (Tensor& self, const Tensor& mask, const Tensor& source)
 }
 
 FLB_DIFF_OP(masked_scatter,
-       (const Tensor& self, const Tensor& mask, const Tensor& source),
-       (self, mask, source), Tensor) {
+            (const Tensor& self, const Tensor& mask, const Tensor& source),
+            (self, mask, source), Tensor) {
   check_mask("masked_scatter", mask);
   Tensor out = empty(broadcast_shapes(self.sizes(), mask.sizes(), "masked_scatter"), self.dtype());
   out.copy_(self);

@@ -118,8 +118,8 @@ FLB_DIFF_OP_AUTOCAST(lower, mm, (const Tensor& a, const Tensor& b), (a, b), Tens
 }
 
 FLB_DIFF_OP_AUTOCAST(lower, addmm,
-       (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha),
-       (self, a, b, beta, alpha), Tensor) {
+                     (const Tensor& self, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha),
+                     (self, a, b, beta, alpha), Tensor) {
   check_mm("addmm", a, b);
   check_same_dtype("addmm", self, a);
   const Dims shape{a.size(0), b.size(1)};

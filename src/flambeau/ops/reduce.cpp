@@ -271,24 +271,24 @@ std::pair<Tensor, Tensor> arg_extreme(const char* op, const Tensor& t, int64_t d
 }  // namespace
 
 FLB_DIFF_OP(sum,
-       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
-       (t, dims, keepdim, dtype), Tensor) {
+            (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+            (t, dims, keepdim, dtype), Tensor) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<SumRed>("sum", t, dims, keepdim, dt, dt);
   return out;
 }
 
 FLB_DIFF_OP_AUTOCAST(fp32, prod,
-       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
-       (t, dims, keepdim, dtype), Tensor) {
+                     (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+                     (t, dims, keepdim, dtype), Tensor) {
   const DType dt = sum_dtype(t, dtype);
   Tensor out = reduce<ProdRed>("prod", t, dims, keepdim, dt, dt);
   return out;
 }
 
 FLB_DIFF_OP(mean,
-       (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
-       (t, dims, keepdim, dtype), Tensor) {
+            (const Tensor& t, const Dims& dims, bool keepdim, std::optional<DType> dtype),
+            (t, dims, keepdim, dtype), Tensor) {
   const DType dt = dtype.value_or(t.dtype());
   FLB_CHECK(is_floating(dt), TypeError, "[mean] could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: ",
             dtype_name(dt));
@@ -380,8 +380,8 @@ Tensor float_input(const char* op, const Tensor& t) {
 // var, std, norm and logsumexp are computed from other ops (below autograd) and get one
 // node each, with PyTorch's name and a closed-form derivative (op_derivatives.cpp).
 FLB_DIFF_OP(var,
-       (const Tensor& t, const Dims& dims, double correction, bool keepdim),
-       (t, dims, correction, keepdim), Tensor) {
+            (const Tensor& t, const Dims& dims, double correction, bool keepdim),
+            (t, dims, correction, keepdim), Tensor) {
   const Tensor x = float_input("var", t);
   const double denom = std::max(0.0, double(ops::reduced_count(t, dims)) - correction);
   const Tensor d = sub(x, mean(x, dims, true));
@@ -389,8 +389,8 @@ FLB_DIFF_OP(var,
 }
 
 FLB_DIFF_OP(std,
-       (const Tensor& t, const Dims& dims, double correction, bool keepdim),
-       (t, dims, correction, keepdim), Tensor) {
+            (const Tensor& t, const Dims& dims, double correction, bool keepdim),
+            (t, dims, correction, keepdim), Tensor) {
   const Tensor x = float_input("std", t);
   return sqrt(var(x, dims, correction, keepdim)).to(t.dtype());
 }

@@ -91,8 +91,8 @@ std::pair<Tensor, Tensor> per_row(const char* op, const Tensor& t, int64_t dim, 
 }  // namespace
 
 FLB_DIFF_OP(sort,
-       (const Tensor& t, int64_t dim, bool descending, bool stable),
-       (t, dim, descending, stable), std::pair<Tensor, Tensor>) {
+            (const Tensor& t, int64_t dim, bool descending, bool stable),
+            (t, dim, descending, stable), std::pair<Tensor, Tensor>) {
   if (t.dim() == 0) return {t.clone(), zeros({}, kInt64)};
   dim = wrap_dim(dim, t.dim(), "sort");
   // Always stable: radix sort (stable by construction), std::stable_sort for short rows.
@@ -114,8 +114,8 @@ FLB_OP(argsort,
 }
 
 FLB_DIFF_OP(topk,
-       (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted),
-       (t, k, dim, largest, sorted), std::pair<Tensor, Tensor>) {
+            (const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted),
+            (t, k, dim, largest, sorted), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "topk");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 0 && k <= n, IndexError, "[topk] k (", k, ") is out of range for dimension ", d, " with size ", n);
@@ -163,8 +163,8 @@ FLB_DIFF_OP(topk,
 }
 
 FLB_DIFF_OP(kthvalue,
-       (const Tensor& t, int64_t k, int64_t dim, bool keepdim),
-       (t, k, dim, keepdim), std::pair<Tensor, Tensor>) {
+            (const Tensor& t, int64_t k, int64_t dim, bool keepdim),
+            (t, k, dim, keepdim), std::pair<Tensor, Tensor>) {
   const int64_t d = wrap_dim(dim, t.dim(), "kthvalue");
   const int64_t n = t.dim() ? t.size(d) : 1;
   FLB_CHECK(k >= 1 && k <= n, IndexError, "[kthvalue] selected number k (", k, ") out of range for dimension ", d,
