@@ -200,17 +200,20 @@ LoadStateDictResult Module::load_state_dict(const StateDict& state, bool strict)
   LoadStateDictResult result;
   LoadPlan plan;
   check_state(local, "", result, plan);
-  bool post_hooks = false;
-  for (Module* m : plan.loaded) post_hooks = post_hooks || !snapshot_of(m->hooks_).load_post.empty();
+  std::vector<std::pair<Module*, LoadStateDictPostHook>> post_hooks;  // children first
+  for (Module* m : plan.loaded) {
+    HookTable::Snapshot hooks = snapshot_of(m->hooks_);
+    for (auto& e : hooks.load_post) post_hooks.emplace_back(m, std::move(e.fn));
+  }
   const bool key_errors = !result.missing_keys.empty() || !result.unexpected_keys.empty();
   // Nothing is written when the load fails, unless a post-hook could still clear the keys.
-  if (!plan.errors.empty() || (strict && key_errors && !post_hooks)) raise_load_errors(strict, result, plan.errors);
+  if (!plan.errors.empty() || (strict && key_errors && post_hooks.empty()))
+    raise_load_errors(strict, result, plan.errors);
   {
     autograd::NoGradGuard no_grad;
     for (auto& [target, source] : plan.copies) target.copy_(source);
   }
-  for (Module* m : plan.loaded)
-    for (const auto& e : snapshot_of(m->hooks_).load_post) e.fn(*m, result);
+  for (const auto& [m, hook] : post_hooks) hook(*m, result);
   if (strict && (!result.missing_keys.empty() || !result.unexpected_keys.empty()))
     raise_load_errors(strict, result, {});
   return result;

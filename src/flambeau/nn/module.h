@@ -183,7 +183,9 @@ class Module : public std::enable_shared_from_this<Module> {
   [[noreturn]] void raise_load_errors(bool strict, const LoadStateDictResult& result,
                                       const std::vector<std::string>& errors) const;
 
-  HookTable& hooks();
+  HookTable& hooks();  // created on first use
+  // The handle of hook `id` of this module's table (call after hooks() created it).
+  RemovableHandle handle(uint64_t id) const { return {hooks_, id}; }
 
   std::string type_name_;
   std::shared_ptr<HookTable> hooks_;  // created by the first registration

@@ -200,36 +200,28 @@ HookTable& Module::hooks() {
 }
 
 RemovableHandle Module::register_forward_pre_hook(ForwardPreHook hook, bool prepend) {
-  const uint64_t id = hooks().add_forward_pre(std::move(hook), prepend);
-  return {hooks_, id};
+  return handle(hooks().add_forward_pre(std::move(hook), prepend));
 }
 RemovableHandle Module::register_forward_hook(ForwardHook hook, bool prepend, bool always_call) {
-  const uint64_t id = hooks().add_forward(std::move(hook), prepend, always_call);
-  return {hooks_, id};
+  return handle(hooks().add_forward(std::move(hook), prepend, always_call));
 }
 RemovableHandle Module::register_full_backward_pre_hook(BackwardPreHook hook, bool prepend) {
-  const uint64_t id = hooks().add_backward_pre(std::move(hook), prepend);
-  return {hooks_, id};
+  return handle(hooks().add_backward_pre(std::move(hook), prepend));
 }
 RemovableHandle Module::register_full_backward_hook(BackwardHook hook, bool prepend) {
-  const uint64_t id = hooks().add_backward(std::move(hook), prepend);
-  return {hooks_, id};
+  return handle(hooks().add_backward(std::move(hook), prepend));
 }
 RemovableHandle Module::register_state_dict_pre_hook(StateDictPreHook hook) {
-  const uint64_t id = hooks().add_state_dict_pre(std::move(hook));
-  return {hooks_, id};
+  return handle(hooks().add_state_dict_pre(std::move(hook)));
 }
 RemovableHandle Module::register_state_dict_post_hook(StateDictPostHook hook) {
-  const uint64_t id = hooks().add_state_dict_post(std::move(hook));
-  return {hooks_, id};
+  return handle(hooks().add_state_dict_post(std::move(hook)));
 }
 RemovableHandle Module::register_load_state_dict_pre_hook(LoadStateDictPreHook hook) {
-  const uint64_t id = hooks().add_load_pre(std::move(hook));
-  return {hooks_, id};
+  return handle(hooks().add_load_pre(std::move(hook)));
 }
 RemovableHandle Module::register_load_state_dict_post_hook(LoadStateDictPostHook hook) {
-  const uint64_t id = hooks().add_load_post(std::move(hook));
-  return {hooks_, id};
+  return handle(hooks().add_load_post(std::move(hook)));
 }
 
 Tensor Module::forward_inputs(const TensorList& inputs) {

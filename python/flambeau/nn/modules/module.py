@@ -144,18 +144,21 @@ class Module:
             for hook_id, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
                 if hook_id in self._forward_hooks_always_called or hook_id in _global_forward_hooks_always_called:
                     called.add(hook_id)
-                if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
-                    out = hook(self, args, kwargs, result)
-                else:
-                    out = hook(self, args, result)
-                if out is not None:
-                    result = out
+                result = self._call_forward_hook(hook_id, hook, args, kwargs, result)
             if bw_hook is not None:
                 result = bw_hook.setup_output_hook(result)
             return result
         except Exception:
             self._run_always_called_hooks(args, kwargs, result, called)
             raise
+
+    def _call_forward_hook(self, hook_id, hook, args, kwargs, result):
+        """One forward hook (with kwargs when registered so); its non-None return replaces result."""
+        if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
+            out = hook(self, args, kwargs, result)
+        else:
+            out = hook(self, args, result)
+        return result if out is None else out
 
     def _run_always_called_hooks(self, args, kwargs, result, called):
         """The always_call forward hooks not run yet; their own errors become warnings."""
@@ -164,12 +167,7 @@ class Module:
                                          or hook_id in _global_forward_hooks_always_called):
                 continue
             try:
-                if hook_id in self._forward_hooks_with_kwargs or hook_id in _global_forward_hooks_with_kwargs:
-                    out = hook(self, args, kwargs, result)
-                else:
-                    out = hook(self, args, result)
-                if out is not None:
-                    result = out
+                result = self._call_forward_hook(hook_id, hook, args, kwargs, result)
             except Exception as e:
                 warnings.warn("module forward hook with ``always_call=True`` raised an exception that was "
                               f"silenced as another error was raised in forward: {e}", stacklevel=3)
