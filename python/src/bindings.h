@@ -62,7 +62,7 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_optim(nb::module_& m);
 void bind_nn(nb::module_& m);
-// Test-only: the C++ layers made by name, in flambeau._C._nn (nn_layers.cpp).
+// The C++ layers made by name, in flambeau._C._nn (nn_layers.cpp).
 void bind_cpp_layers(nb::module_& nm);
 void bind_io(nb::module_& m);
 void bind_flex(nb::module_& m);

@@ -1,8 +1,10 @@
-// flambeau._C._nn._cpp_layer / _cpp_layer_names: the C++ layers of nn/modules.h made by
-// name, for tests/python/test_layer_parity.py only (it checks that each Python layer and the
-// C++ layer of the same name initialise and compute alike). Not a binding of the layers:
-// a config with only the required arguments uses the C++ constructor's own defaults, one
-// with every argument passes them all, so both stacks' defaults are compared.
+// The C++ layers of nn/modules.h made by name, in flambeau._C._nn. The Python layers
+// (flambeau/nn/modules/layers.py) are built by them: _make_layer runs the C++ constructor
+// (argument checks, parameters and their initialisation) and hands its tensors to the Python
+// module, whose forward calls the same C++ functional; so each layer has one implementation.
+// _cpp_layer keeps the C++ layer itself (test_layer_parity.py compares its forward with the
+// Python one); a config with only the required arguments uses the C++ constructor's own
+// defaults, so both stacks' defaults are compared too.
 #include <map>
 
 #include <nanobind/stl/function.h>
@@ -25,6 +27,7 @@ class Args {
   Dims dims(const char* key) const { return dims_from(d_[key]); }
   template <class T>
   std::optional<T> optional(const char* key) const {
+    if (!d_.contains(key)) return std::nullopt;
     nb::object v = d_[key];
     return v.is_none() ? std::nullopt : std::optional<T>(nb::cast<T>(v));
   }
@@ -34,6 +37,9 @@ class Args {
   nb::dict d_;
 };
 
+// dtype=None: float32.
+DType dtype(const Args& a) { return a.optional<DType>("dtype").value_or(kFloat32); }
+
 using Factory = std::function<std::shared_ptr<nn::Module>(const Args&)>;
 
 const std::map<std::string, Factory>& factories() {
@@ -42,23 +48,23 @@ const std::map<std::string, Factory>& factories() {
       {"Linear", [](const Args& a) -> std::shared_ptr<nn::Module> {
          const int64_t in = a.get<int64_t>("in_features"), out = a.get<int64_t>("out_features");
          if (a.size() == 2) return make_shared<nn::Linear>(in, out);
-         return make_shared<nn::Linear>(in, out, a.get<bool>("bias"), a.get<DType>("dtype"));
+         return make_shared<nn::Linear>(in, out, a.get<bool>("bias"), dtype(a));
        }},
       {"Embedding", [](const Args& a) -> std::shared_ptr<nn::Module> {
          const int64_t n = a.get<int64_t>("num_embeddings"), d = a.get<int64_t>("embedding_dim");
          if (a.size() == 2) return make_shared<nn::Embedding>(n, d);
-         return make_shared<nn::Embedding>(n, d, a.optional<int64_t>("padding_idx"), a.get<DType>("dtype"));
+         return make_shared<nn::Embedding>(n, d, a.optional<int64_t>("padding_idx"), dtype(a));
        }},
       {"LayerNorm", [](const Args& a) -> std::shared_ptr<nn::Module> {
          if (a.size() == 1) return make_shared<nn::LayerNorm>(a.dims("normalized_shape"));
          return make_shared<nn::LayerNorm>(a.dims("normalized_shape"), a.get<double>("eps"),
                                            a.get<bool>("elementwise_affine"), a.get<bool>("bias"),
-                                           a.get<DType>("dtype"));
+                                           dtype(a));
        }},
       {"RMSNorm", [](const Args& a) -> std::shared_ptr<nn::Module> {
          if (a.size() == 1) return make_shared<nn::RMSNorm>(a.dims("normalized_shape"));
          return make_shared<nn::RMSNorm>(a.dims("normalized_shape"), a.optional<double>("eps"),
-                                         a.get<bool>("elementwise_affine"), a.get<DType>("dtype"));
+                                         a.get<bool>("elementwise_affine"), dtype(a));
        }},
       {"Dropout", [](const Args& a) -> std::shared_ptr<nn::Module> {
          return a.size() == 0 ? make_shared<nn::Dropout>() : make_shared<nn::Dropout>(a.get<double>("p"));
@@ -74,12 +80,30 @@ const std::map<std::string, Factory>& factories() {
          const int64_t in = a.get<int64_t>("in_features"), classes = a.get<int64_t>("num_classes");
          if (a.size() == 2) return make_shared<nn::LinearCrossEntropyLoss>(in, classes);
          return make_shared<nn::LinearCrossEntropyLoss>(
-             in, classes, a.get<bool>("bias"), a.get<DType>("dtype"), a.get<std::string>("reduction"),
+             in, classes, a.get<bool>("bias"), dtype(a), a.get<std::string>("reduction"),
              a.optional<Tensor>("weight"), a.get<int64_t>("ignore_index"), a.get<double>("label_smoothing"),
              a.get<double>("z_loss"));
        }},
   };
   return table;
+}
+
+// (parameters, buffers, children) of m as registered: [(name, tensor or None)],
+// [(name, tensor or None, persistent)], [(name, subtree)].
+nb::tuple registered(const nn::Module& m) {
+  auto opt = [](const Tensor& t) { return t.defined() ? nb::cast(t) : nb::none(); };
+  nb::list params, buffers, children;
+  for (const auto& [name, t] : m.own_parameters()) params.append(nb::make_tuple(name, opt(t)));
+  for (const auto& [name, t] : m.own_buffers())
+    buffers.append(nb::make_tuple(name, opt(t), m.is_persistent_buffer(name)));
+  for (const auto& [name, child] : m.named_children()) children.append(nb::make_tuple(name, registered(*child)));
+  return nb::make_tuple(params, buffers, children);
+}
+
+std::shared_ptr<nn::Module> make(const std::string& name, nb::dict args) {
+  auto it = factories().find(name);
+  FLB_CHECK(it != factories().end(), ValueError, "[_make_layer] no C++ layer named '", name, "'");
+  return it->second(Args(std::move(args)));
 }
 
 nb::dict state_of(nn::Module& m) {
@@ -96,11 +120,15 @@ void bind_cpp_layers(nb::module_& nm) {
     for (const auto& [name, f] : factories()) names.push_back(name);
     return names;
   });
+  // The registered tensors of a new C++ layer (see registered()), for a Python layer to adopt.
+  nm.def("_make_layer", [](const std::string& name, nb::dict args) { return registered(*make(name, std::move(args))); },
+         "name"_a, "args"_a);
+  nm.def("_init_linear_", [](const Tensor& weight, std::optional<Tensor> bias) {
+    nn::init_linear_(weight, bias.value_or(Tensor()));
+  }, "weight"_a, "bias"_a.none());
   // (state_dict, load(state), forward(inputs, training)) of a new C++ layer.
   nm.def("_cpp_layer", [](const std::string& name, nb::dict args) {
-    auto it = factories().find(name);
-    FLB_CHECK(it != factories().end(), ValueError, "[_cpp_layer] no C++ layer named '", name, "'");
-    std::shared_ptr<nn::Module> m = it->second(Args(std::move(args)));
+    std::shared_ptr<nn::Module> m = make(name, std::move(args));
     nb::object load = nb::cpp_function([m](nb::dict state) {
       nn::StateDict sd;
       for (auto [k, v] : state) sd.insert(nb::cast<std::string>(k), nb::cast<Tensor>(v));

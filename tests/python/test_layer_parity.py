@@ -1,8 +1,10 @@
-"""One implementation of each layer: every Python layer (flambeau.nn.modules.layers) and the C++
-layer of the same name (src/flambeau/nn/modules.h, made by name through the test-only
-_C._nn._cpp_layer) must exist in both stacks, initialise to the same bits from the same seed
-with default and with explicit arguments, and give bitwise-equal outputs and input gradients
-on the same weights."""
+"""One implementation of each layer: every Python layer (flambeau.nn.modules.layers) is built by
+the C++ layer of the same name (src/flambeau/nn/modules.h; _C._nn._make_layer runs its
+constructor) and forwards through the same C++ functional. Checked here: both stacks have the
+same layers, initialise to the same bits from the same seed with default and with explicit
+arguments (so the Python defaults are the C++ ones), give bitwise-equal outputs and input
+gradients on the same weights (_C._nn._cpp_layer keeps the C++ layer to compare forwards),
+and reject the same arguments with the C++ message."""
 import inspect
 
 import numpy as np
@@ -119,6 +121,8 @@ def test_layer_matches_its_cpp_twin(name, args, inputs, training):
 
 @pytest.mark.parametrize("name,args", [
     ("Dropout", dict(p=1.5)),
+    ("GELU", dict(approximate="exact")),
+    ("Linear", dict(in_features=-1, out_features=2)),
     ("Embedding", dict(num_embeddings=4, embedding_dim=2, padding_idx=4, dtype=f64)),
     ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=False, dtype=f64, reduction="avg",
                                     weight=None, ignore_index=-100, label_smoothing=0.0, z_loss=0.0)),
@@ -132,3 +136,20 @@ def test_both_stacks_reject_the_same_arguments(name, args):
         getattr(fl.nn, name)(**args)
     with pytest.raises(ValueError, match=f"\\[{name}\\]"):
         fl._C._nn._cpp_layer(name, args)
+
+
+def test_python_layers_adopt_the_cpp_tensors_and_initialisation():
+    fl.manual_seed(7)
+    lin = fl.nn.Linear(5, 3)
+    first = [bits(p) for p in lin.parameters()]
+    fl.manual_seed(7)
+    lin.reset_parameters()  # the C++ initialisation (nn::init_linear_), in place
+    assert [bits(p) for p in lin.parameters()] == first
+    assert all(isinstance(p, fl.nn.Parameter) and p.requires_grad for p in lin.parameters())
+    # Absent parameters and buffers are registered as None, as torch.
+    assert list(lin._parameters) == ["weight", "bias"]
+    assert fl.nn.Linear(5, 3, bias=False)._parameters["bias"] is None
+    assert fl.nn.LayerNorm(4, elementwise_affine=False)._parameters == {"weight": None, "bias": None}
+    loss = fl.nn.LinearCrossEntropyLoss(4, 7)
+    assert loss._buffers == {"weight": None} and isinstance(loss.linear, fl.nn.Linear)
+    assert [n for n, _ in loss.named_parameters()] == ["linear.weight"]

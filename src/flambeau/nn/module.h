@@ -127,6 +127,10 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> buffers(bool recurse = true) const;
   StateDict named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
+  // This module's own entries as registered (absent ones undefined), without its children's.
+  const OrderedDict<Tensor>& own_parameters() const { return parameters_; }
+  const OrderedDict<Tensor>& own_buffers() const { return buffers_; }
+  bool is_persistent_buffer(const std::string& name) const { return non_persistent_.count(name) == 0; }
   const OrderedDict<std::shared_ptr<Module>>& named_children() const { return children_; }
   // This module (name "") and every descendant once; needs this module to be owned by a
   // std::shared_ptr.

@@ -20,13 +20,20 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype)
   reset_parameters();
 }
 
-void Linear::reset_parameters() {
-  init::kaiming_uniform_(weight, std::sqrt(5.0));
+void init_linear_(const Tensor& weight, const Tensor& bias) {
+  FLB_CHECK(weight.dim() == 2, ValueError, "[Linear] weight must be 2-D [out_features, in_features], got ",
+            shape_str(weight.sizes()));
+  Tensor w = weight;
+  init::kaiming_uniform_(w, std::sqrt(5.0));
   if (bias.defined()) {
-    const double bound = in_features > 0 ? 1 / std::sqrt(double(in_features)) : 0;
-    init::uniform_(bias, -bound, bound);
+    const int64_t in = weight.size(1);
+    const double bound = in > 0 ? 1 / std::sqrt(double(in)) : 0;
+    Tensor b = bias;
+    init::uniform_(b, -bound, bound);
   }
 }
+
+void Linear::reset_parameters() { init_linear_(weight, bias); }
 
 Tensor Linear::forward(const Tensor& x) {
   return functional::linear(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt);

@@ -10,8 +10,11 @@
 
 namespace flambeau::nn {
 
-// x @ weight.T + bias; weight [out, in] from kaiming_uniform_(a = sqrt(5)), bias from
-// U(-1/sqrt(in), 1/sqrt(in)), as torch.
+// Linear's default initialisation, in place: weight [out, in] from kaiming_uniform_(a =
+// sqrt(5)), bias [out] (when defined) from U(-1/sqrt(in), 1/sqrt(in)), as torch.
+void init_linear_(const Tensor& weight, const Tensor& bias);
+
+// x @ weight.T + bias, initialised by init_linear_.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = kFloat32);
