@@ -1,6 +1,7 @@
 // flambeau.<op> functions and Tensor methods: indexing, joining, factories and random
 // sampling.
 #include "bindings.h"
+#include "def_op.h"
 
 namespace flambeau::python {
 namespace {
@@ -25,65 +26,57 @@ auto inplace_method(FI fi, void (FI::*)(Tensor&, A...) const) {
   };
 }
 
-// Binds `name` (functional and method) and `iname` (in-place method).
-template <class F, class FI, class... Extra>
-void def_pair(nb::module_& m, nb::class_<Tensor>& cls, const char* name, const char* iname, F f, FI fi,
-              const nb::arg& first, const Extra&... extra) {
-  def_both(m, cls, name, f, first, extra..., release_gil());
-  cls.def(iname, inplace_method(fi, &FI::operator()), extra...);
+// Binds op S (function and method) and its in-place method <op>_ (same arguments).
+template <const OpSchemaText& S, class F, class FI>
+void def_pair(nb::module_& m, nb::class_<Tensor>& cls, F f, FI fi) {
+  def_op<S>(m, cls, f, release_gil());
+  static const std::string iname = op_schema(S.name).name + "_";
+  def_method<S>(cls, inplace_method(fi, &FI::operator()), iname.c_str());
 }
 
 }  // namespace
 
 void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   // Indexing.
-  def_both(m, cls, "index_select", [](const Tensor& t, int64_t dim, const Tensor& i) { return index_select(t, dim, i); },
-           "input"_a, "dim"_a, "index"_a, release_gil());
-  def_both(m, cls, "gather", [](const Tensor& t, int64_t dim, const Tensor& i) { return gather(t, dim, i); }, "input"_a,
-           "dim"_a, "index"_a, release_gil());
-  def_pair(m, cls, "scatter", "scatter_",
+  def_op<schemas::index_select>(m, cls, [](const Tensor& t, int64_t dim, const Tensor& i) {
+    return index_select(t, dim, i);
+  }, release_gil());
+  def_op<schemas::gather>(m, cls, [](const Tensor& t, int64_t dim, const Tensor& i) { return gather(t, dim, i); },
+                          release_gil());
+  def_pair<schemas::scatter>(m, cls,
            [](const Tensor& t, int64_t dim, const Tensor& i, const Operand& src) { return scatter(t, dim, i, src.t); },
-           [](Tensor& t, int64_t dim, const Tensor& i, const Operand& src) { scatter_(t, dim, i, src.t); }, "input"_a,
-           "dim"_a, "index"_a, "src"_a);
-  def_pair(m, cls, "scatter_add", "scatter_add_",
+           [](Tensor& t, int64_t dim, const Tensor& i, const Operand& src) { scatter_(t, dim, i, src.t); });
+  def_pair<schemas::scatter_add>(m, cls,
            [](const Tensor& t, int64_t dim, const Tensor& i, const Tensor& src) { return scatter_add(t, dim, i, src); },
-           [](Tensor& t, int64_t dim, const Tensor& i, const Tensor& src) { scatter_add_(t, dim, i, src); }, "input"_a,
-           "dim"_a, "index"_a, "src"_a);
-  def_pair(m, cls, "scatter_reduce", "scatter_reduce_",
+           [](Tensor& t, int64_t dim, const Tensor& i, const Tensor& src) { scatter_add_(t, dim, i, src); });
+  def_pair<schemas::scatter_reduce>(m, cls,
            [](const Tensor& t, int64_t dim, const Tensor& i, const Tensor& src, const std::string& r, bool self) {
              return scatter_reduce(t, dim, i, src, r, self);
            },
            [](Tensor& t, int64_t dim, const Tensor& i, const Tensor& src, const std::string& r, bool self) {
              scatter_reduce_(t, dim, i, src, r, self);
-           },
-           "input"_a, "dim"_a, "index"_a, "src"_a, "reduce"_a, "include_self"_a = true);
-  def_pair(m, cls, "index_add", "index_add_",
+           });
+  def_pair<schemas::index_add>(m, cls,
            [](const Tensor& t, int64_t dim, const Tensor& i, const Tensor& src, Scalar alpha) {
              return index_add(t, dim, i, src, alpha);
            },
-           [](Tensor& t, int64_t dim, const Tensor& i, const Tensor& src, Scalar alpha) { index_add_(t, dim, i, src, alpha); },
-           "input"_a, "dim"_a, "index"_a, "source"_a, "alpha"_a = 1);
-  def_pair(m, cls, "index_copy", "index_copy_",
+           [](Tensor& t, int64_t dim, const Tensor& i, const Tensor& src, Scalar alpha) { index_add_(t, dim, i, src, alpha); });
+  def_pair<schemas::index_copy>(m, cls,
            [](const Tensor& t, int64_t dim, const Tensor& i, const Tensor& src) { return index_copy(t, dim, i, src); },
-           [](Tensor& t, int64_t dim, const Tensor& i, const Tensor& src) { index_copy_(t, dim, i, src); }, "input"_a,
-           "dim"_a, "index"_a, "source"_a);
-  def_pair(m, cls, "index_fill", "index_fill_",
+           [](Tensor& t, int64_t dim, const Tensor& i, const Tensor& src) { index_copy_(t, dim, i, src); });
+  def_pair<schemas::index_fill>(m, cls,
            [](const Tensor& t, int64_t dim, const Tensor& i, const Operand& v) { return index_fill(t, dim, i, v.t); },
-           [](Tensor& t, int64_t dim, const Tensor& i, const Operand& v) { index_fill_(t, dim, i, v.t); }, "input"_a,
-           "dim"_a, "index"_a, "value"_a);
-  def_pair(m, cls, "masked_fill", "masked_fill_",
+           [](Tensor& t, int64_t dim, const Tensor& i, const Operand& v) { index_fill_(t, dim, i, v.t); });
+  def_pair<schemas::masked_fill>(m, cls,
            [](const Tensor& t, const Tensor& mask, const Operand& v) { return masked_fill(t, mask, v.t); },
-           [](Tensor& t, const Tensor& mask, const Operand& v) { masked_fill_(t, mask, v.t); }, "input"_a, "mask"_a,
-           "value"_a);
-  def_pair(m, cls, "masked_scatter", "masked_scatter_",
+           [](Tensor& t, const Tensor& mask, const Operand& v) { masked_fill_(t, mask, v.t); });
+  def_pair<schemas::masked_scatter>(m, cls,
            [](const Tensor& t, const Tensor& mask, const Tensor& s) { return masked_scatter(t, mask, s); },
-           [](Tensor& t, const Tensor& mask, const Tensor& s) { masked_scatter_(t, mask, s); }, "input"_a, "mask"_a,
-           "source"_a);
-  def_both(m, cls, "masked_select", [](const Tensor& t, const Tensor& mask) { return masked_select(t, mask); },
-           "input"_a, "mask"_a, release_gil());
-  def_both(m, cls, "nonzero", [](const Tensor& t) { return nonzero(t); }, "input"_a, release_gil());
-  def_both(m, cls, "take", [](const Tensor& t, const Tensor& i) { return take(t, i); }, "input"_a, "index"_a,
-           release_gil());
+           [](Tensor& t, const Tensor& mask, const Tensor& s) { masked_scatter_(t, mask, s); });
+  def_op<schemas::masked_select>(m, cls, [](const Tensor& t, const Tensor& mask) { return masked_select(t, mask); },
+                                 release_gil());
+  def_op<schemas::nonzero>(m, cls, [](const Tensor& t) { return nonzero(t); }, release_gil());
+  def_op<schemas::take>(m, cls, [](const Tensor& t, const Tensor& i) { return take(t, i); }, release_gil());
   m.def("_one_hot", [](const Tensor& t, int64_t n) { return one_hot(t, n); }, "input"_a, "num_classes"_a = -1,
         release_gil());
   m.def("_embedding", [](const Tensor& w, const Tensor& i, std::optional<int64_t> p) { return embedding(w, i, p); },
@@ -97,18 +90,18 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
         "scale"_a = nb::none(), "enable_gqa"_a = false, release_gil());
 
   // Joining and splitting.
-  m.def("cat", [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, "tensors"_a, "dim"_a = 0,
-        release_gil());
-  m.def("stack", [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); }, "tensors"_a, "dim"_a = 0,
-        release_gil());
+  def_op<schemas::cat>(m, cls, [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, release_gil());
+  def_op<schemas::stack>(m, cls, [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); },
+                         release_gil());
   def_both(m, cls, "split", [](const Tensor& t, nb::handle size, int64_t dim) {
     int64_t n;
     if (nb::try_cast<int64_t>(size, n)) return to_list_of(split(t, n, dim));
     const Dims d = dims_from(size);
     return to_list_of(split(t, std::vector<int64_t>(d.begin(), d.end()), dim));
   }, "tensor"_a, "split_size_or_sections"_a, "dim"_a = 0);
-  def_both(m, cls, "chunk", [](const Tensor& t, int64_t chunks, int64_t dim) { return to_list_of(chunk(t, chunks, dim)); },
-           "input"_a, "chunks"_a, "dim"_a = 0);
+  def_op<schemas::chunk>(m, cls, [](const Tensor& t, int64_t chunks, int64_t dim) {
+    return to_list_of(chunk(t, chunks, dim));
+  });
 
   // Factories.
   for (auto [name, f] : {std::pair{"empty", &empty}, std::pair{"zeros", &zeros}, std::pair{"ones", &ones}})
@@ -169,11 +162,11 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("randperm", [](int64_t n, std::optional<Generator> g, std::optional<DType> dtype) {
     return randperm(n, dtype.value_or(kInt64), g);
   }, "n"_a, nb::kw_only(), "generator"_a = nb::none(), "dtype"_a = nb::none(), release_gil());
-  def_both(m, cls, "multinomial", [](const Tensor& p, int64_t n, bool replacement, std::optional<Generator> g) {
+  def_op<schemas::multinomial>(m, cls, [](const Tensor& p, int64_t n, bool replacement, std::optional<Generator> g) {
     return multinomial(p, n, replacement, g);
-  }, "input"_a, "num_samples"_a, "replacement"_a = false, nb::kw_only(), "generator"_a = nb::none(), release_gil());
-  def_both(m, cls, "bernoulli", [](const Tensor& p, std::optional<Generator> g) { return bernoulli(p, g); }, "input"_a,
-           nb::kw_only(), "generator"_a = nb::none(), release_gil());
+  }, release_gil());
+  def_op<schemas::bernoulli>(m, cls, [](const Tensor& p, std::optional<Generator> g) { return bernoulli(p, g); },
+                             release_gil());
   auto sampler = [&](const char* name, auto fn, auto... names) {
     cls.def(name, [fn](nb::handle self, double a, double b, std::optional<Generator> g) {
       Tensor& t = nb::cast<Tensor&>(self);

@@ -29,8 +29,8 @@ def relu(input):
     return _C.relu(input)
 
 
-def gelu(input, approximate="none"):
-    return _C.gelu(input, approximate)
+def gelu(input, *, approximate="none"):
+    return _C.gelu(input, approximate=approximate)
 
 
 def silu(input):

@@ -163,7 +163,7 @@ class GELU(Module):
         _build(self, "GELU", approximate=approximate)
 
     def forward(self, x):
-        return _C.gelu(x, self.approximate)
+        return _C.gelu(x, approximate=self.approximate)
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"

@@ -1,0 +1,129 @@
+// def_op: binds a public op from its line in the schema table (src/flambeau/ops/op_schemas.h).
+// The argument names, the defaults and the keyword-only marker come from the schema; the
+// argument count is checked against the C++ function's at compile time.
+#pragma once
+#include <array>
+#include <string_view>
+#include <utility>
+
+#include "flambeau/ops/op_schemas.h"
+
+namespace flambeau::python {
+namespace schema_text {
+
+// The argument list of a schema: the text between the first '(' and its ')'.
+constexpr std::string_view argument_list(std::string_view s) {
+  const size_t open = s.find('(');
+  size_t depth = 0, i = open;
+  for (; i < s.size(); ++i) {
+    if (s[i] == '(') ++depth;
+    if (s[i] == ')' && --depth == 0) break;
+  }
+  return s.substr(open + 1, i - open - 1);
+}
+
+// The i-th comma-separated item of the argument list ("*" counts as an item).
+constexpr std::string_view item(std::string_view s, size_t i) {
+  std::string_view list = argument_list(s);
+  size_t start = 0, depth = 0, n = 0;
+  bool quoted = false;
+  for (size_t k = 0; k <= list.size(); ++k) {
+    const char c = k < list.size() ? list[k] : ',';
+    if (c == '"') quoted = !quoted;
+    if (!quoted && c == '[') ++depth;
+    if (!quoted && c == ']') --depth;
+    if (!quoted && depth == 0 && c == ',') {
+      if (n++ == i) {
+        std::string_view it = list.substr(start, k - start);
+        while (!it.empty() && it.front() == ' ') it.remove_prefix(1);
+        return it;
+      }
+      start = k + 1;
+    }
+  }
+  return {};
+}
+
+constexpr size_t item_count(std::string_view s) {
+  size_t n = 0;
+  while (!item(s, n).empty()) ++n;
+  return n;
+}
+
+// Arguments before the keyword-only marker '*' (all of them when there is none).
+constexpr size_t positional_count(std::string_view s) {
+  for (size_t i = 0; i < item_count(s); ++i)
+    if (item(s, i) == "*") return i;
+  return item_count(s);
+}
+
+constexpr size_t argument_count(std::string_view s) {
+  return item_count(s) - (positional_count(s) < item_count(s) ? 1 : 0);
+}
+
+// The item of argument i (skipping the '*').
+constexpr std::string_view argument(std::string_view s, size_t i) {
+  return item(s, i < positional_count(s) ? i : i + 1);
+}
+
+// Whether argument i accepts None: an optional type ("int?") or a None default.
+constexpr bool accepts_none(std::string_view s, size_t i) {
+  const std::string_view a = argument(s, i);
+  const std::string_view type = a.substr(0, a.find(' '));
+  return type.ends_with('?') || a.ends_with("=None");
+}
+
+}  // namespace schema_text
+
+template <class F>
+struct arity : arity<decltype(&F::operator())> {};
+template <class C, class R, class... A>
+struct arity<R (C::*)(A...) const> : std::integral_constant<size_t, sizeof...(A)> {};
+
+// The nanobind annotation of argument I of schema S: its name, its default (a Python
+// literal) and whether it accepts None.
+template <const OpSchemaText& S, size_t I>
+auto schema_arg() {
+  const SchemaArg& a = op_schema(S.name).arguments[I];
+  nb::object value;
+  if (a.default_value) value = nb::module_::import_("ast").attr("literal_eval")(nb::str(a.default_value->c_str()));
+  if constexpr (schema_text::accepts_none(S.text, I))
+    return nb::arg_v_t<nb::detail::arg_flags_default | nb::detail::cast_flags::accepts_none, false>(
+        nb::arg(a.name.c_str()), std::move(value));
+  else
+    return nb::arg_v(nb::arg(a.name.c_str()), std::move(value));
+}
+
+// def(annotations of arguments [from, n) of schema S..., extra...), with nb::kw_only()
+// where the schema has its '*'.
+template <const OpSchemaText& S, size_t from, class F, class Def, class... Extra>
+void with_schema_args(Def&& def, const Extra&... extra) {
+  constexpr size_t n = schema_text::argument_count(S.text), kw = schema_text::positional_count(S.text);
+  static_assert(n == arity<F>::value, "the C++ function takes another number of arguments than its schema");
+  static_assert(from <= kw, "a method's self cannot be keyword-only");
+  [&]<size_t... I, size_t... J>(std::index_sequence<I...>, std::index_sequence<J...>) {
+    if constexpr (kw < n)
+      def(schema_arg<S, from + I>()..., nb::kw_only(), schema_arg<S, kw + J>()..., extra...);
+    else
+      def(schema_arg<S, from + I>()..., extra...);
+  }(std::make_index_sequence<(kw < n ? kw : n) - from>(), std::make_index_sequence<n - (kw < n ? kw : n)>());
+}
+
+// Binds f as Tensor.<name> (default: the op's name), f's first argument as self, with the
+// annotations of schema S's other arguments.
+template <const OpSchemaText& S, class F, class... Extra>
+void def_method(nb::class_<Tensor>& cls, F f, const char* name = nullptr, const Extra&... extra) {
+  if (!name) name = op_schema(S.name).name.c_str();
+  with_schema_args<S, 1, F>([&](const auto&... a) { cls.def(name, f, a...); }, extra...);
+}
+
+// Binds f as flambeau.<op> and, for Method ops, as Tensor.<op>, with the schema's argument
+// names, defaults and keyword-only marker.
+template <const OpSchemaText& S, class F, class... Extra>
+void def_op(nb::module_& m, nb::class_<Tensor>& cls, F f, const Extra&... extra) {
+  const char* name = op_schema(S.name).name.c_str();
+  with_schema_args<S, 0, F>([&](const auto&... a) { m.def(name, f, a...); }, extra...);
+  if constexpr (S.variants == OpVariants::Method) def_method<S>(cls, f, name, extra...);
+}
+
+}  // namespace flambeau::python
