@@ -33,20 +33,6 @@ Dims dims_from(nb::handle h);
 // Dims from *args (f(2, 3)) or one sequence argument (f((2, 3))).
 Dims dims_from_args(const nb::args& args);
 
-// Binds f as flambeau.<name> and as Tensor.<name>; the method takes the first argument as
-// self, so its name annotation (`first`) is left out there.
-template <class F, class... Extra>
-void def_both(nb::module_& m, nb::class_<Tensor>& cls, const char* name, F&& f, const nb::arg& first,
-              const Extra&... extra) {
-  m.def(name, f, first, extra...);
-  cls.def(name, std::forward<F>(f), extra...);
-}
-template <class F, class... Extra>
-void def_both(nb::module_& m, nb::class_<Tensor>& cls, const char* name, F&& f, const Extra&... extra) {
-  m.def(name, f, extra...);
-  cls.def(name, std::forward<F>(f), extra...);
-}
-
 using release_gil = nb::call_guard<nb::gil_scoped_release>;
 
 // f(args...) with the GIL released.

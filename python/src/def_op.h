@@ -117,13 +117,14 @@ void def_method(nb::class_<Tensor>& cls, F f, const char* name = nullptr, const 
   with_schema_args<S, 1, F>([&](const auto&... a) { cls.def(name, f, a...); }, extra...);
 }
 
-// Binds f as flambeau.<op> and, for Method ops, as Tensor.<op>, with the schema's argument
-// names, defaults and keyword-only marker.
+// Binds f as flambeau.<op> and/or Tensor.<op>, as the schema's variants say, with its
+// argument names, defaults and keyword-only marker.
 template <const OpSchemaText& S, class F, class... Extra>
 void def_op(nb::module_& m, nb::class_<Tensor>& cls, F f, const Extra&... extra) {
   const char* name = op_schema(S.name).name.c_str();
-  with_schema_args<S, 0, F>([&](const auto&... a) { m.def(name, f, a...); }, extra...);
-  if constexpr (S.variants == OpVariants::Method) def_method<S>(cls, f, name, extra...);
+  if constexpr (S.variants != OpVariants::Method)
+    with_schema_args<S, 0, F>([&](const auto&... a) { m.def(name, f, a...); }, extra...);
+  if constexpr (S.variants != OpVariants::Function) def_method<S>(cls, f, name, extra...);
 }
 
 }  // namespace flambeau::python

@@ -56,7 +56,8 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       nb::list args, rets;
       for (const SchemaArg& a : op.arguments) args.append(arg(a));
       for (const SchemaArg& a : op.returns) rets.append(arg(a));
-      d["name"] = op.qualified_name(), d["method"] = op.variants == OpVariants::Method, d["text"] = op.text;
+      d["name"] = op.qualified_name(), d["function"] = op.variants != OpVariants::Method;
+      d["method"] = op.variants != OpVariants::Function, d["text"] = op.text;
       d["arguments"] = args, d["returns"] = rets;
       out.append(d);
     }

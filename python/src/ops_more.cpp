@@ -93,12 +93,12 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   def_op<schemas::cat>(m, cls, [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, release_gil());
   def_op<schemas::stack>(m, cls, [](const std::vector<Tensor>& ts, int64_t dim) { return stack(ts, dim); },
                          release_gil());
-  def_both(m, cls, "split", [](const Tensor& t, nb::handle size, int64_t dim) {
+  def_op<schemas::split>(m, cls, [](const Tensor& t, nb::handle size, int64_t dim) {
     int64_t n;
     if (nb::try_cast<int64_t>(size, n)) return to_list_of(split(t, n, dim));
     const Dims d = dims_from(size);
     return to_list_of(split(t, std::vector<int64_t>(d.begin(), d.end()), dim));
-  }, "tensor"_a, "split_size_or_sections"_a, "dim"_a = 0);
+  });
   def_op<schemas::chunk>(m, cls, [](const Tensor& t, int64_t chunks, int64_t dim) {
     return to_list_of(chunk(t, chunks, dim));
   });

@@ -1,6 +1,7 @@
 // flambeau.Tensor: properties, conversions, views, operators and indexing. Kernels run
 // with the GIL released; in-place methods return the same Python object.
 #include "bindings.h"
+#include "def_op.h"
 
 namespace flambeau::python {
 namespace {
@@ -116,8 +117,6 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__getitem__", &getitem, "key"_a.none())
       .def("__setitem__", &setitem, "key"_a.none(), "value"_a)
       // Copies and conversions.
-      .def("contiguous", &Tensor::contiguous, release_gil())
-      .def("clone", &Tensor::clone, release_gil())
       .def("to", [](const Tensor& t, DType dt) { return t.to(dt); }, release_gil())
       .def("float", [](const Tensor& t) { return t.to(kFloat32); }, release_gil())
       .def("double", [](const Tensor& t) { return t.to(kFloat64); }, release_gil())
@@ -126,28 +125,41 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("long", [](const Tensor& t) { return t.to(kInt64); }, release_gil())
       .def("int", [](const Tensor& t) { return t.to(kInt32); }, release_gil())
       .def("bool", [](const Tensor& t) { return t.to(kBool); }, release_gil())
-      .def("copy_", [](nb::handle self, const Tensor& src) { return inplace(self, [&](Tensor& t) { t.copy_(src); }); })
-      .def("fill_", [](nb::handle self, Scalar v) { return inplace(self, [&](Tensor& t) { t.fill_(v); }); })
-      .def("zero_", [](nb::handle self) { return inplace(self, [](Tensor& t) { t.zero_(); }); })
       // Views.
       .def("view", [](const Tensor& t, nb::args shape) { return t.view(dims_from_args(shape)); })
       .def("reshape", [](const Tensor& t, nb::args shape) { return t.reshape(dims_from_args(shape)); })
       .def("permute", [](const Tensor& t, nb::args dims) { return t.permute(dims_from_args(dims)); })
-      .def("expand", [](const Tensor& t, nb::args shape) { return t.expand(dims_from_args(shape)); })
-      .def("transpose", &Tensor::transpose, "dim0"_a, "dim1"_a)
-      .def("t", &Tensor::t)
-      .def("unsqueeze", &Tensor::unsqueeze, "dim"_a)
-      .def("squeeze", [](const Tensor& t, std::optional<int64_t> dim) { return dim ? t.squeeze(*dim) : t.squeeze(); },
-           "dim"_a = nb::none())
-      .def("flatten", &Tensor::flatten, "start_dim"_a = 0, "end_dim"_a = -1)
-      .def("unflatten", [](const Tensor& t, int64_t dim, nb::handle sizes) { return t.unflatten(dim, dims_from(sizes)); })
-      .def("select", &Tensor::select, "dim"_a, "index"_a)
-      .def("narrow", &Tensor::narrow, "dim"_a, "start"_a, "length"_a)
-      .def("expand_as", [](const Tensor& t, const Tensor& o) { return t.expand(o.sizes()); })
-      .def("view_as", [](const Tensor& t, const Tensor& o) { return t.view(o.sizes()); })
-      .def("as_strided", [](const Tensor& t, nb::handle size, nb::handle stride, std::optional<int64_t> offset) {
-        return t.as_strided(dims_from(size), dims_from(stride), offset);
-      }, "size"_a, "stride"_a, "storage_offset"_a = nb::none());
+      .def("expand", [](const Tensor& t, nb::args shape) { return t.expand(dims_from_args(shape)); });
+  // The function forms take one sequence (torch.reshape(x, (2, 3))).
+  def_op<schemas::reshape>(m, cls, [](const Tensor& t, nb::handle shape) { return t.reshape(dims_from(shape)); });
+  def_op<schemas::permute>(m, cls, [](const Tensor& t, nb::handle dims) { return t.permute(dims_from(dims)); });
+  def_op<schemas::contiguous>(m, cls, [](const Tensor& t) { return t.contiguous(); }, release_gil());
+  def_op<schemas::clone>(m, cls, [](const Tensor& t) { return t.clone(); }, release_gil());
+  def_op<schemas::copy_>(m, cls, [](nb::handle self, const Tensor& src) {
+    return inplace(self, [&](Tensor& t) { t.copy_(src); });
+  });
+  def_op<schemas::fill_>(m, cls, [](nb::handle self, Scalar v) { return inplace(self, [&](Tensor& t) { t.fill_(v); }); });
+  def_op<schemas::zero_>(m, cls, [](nb::handle self) { return inplace(self, [](Tensor& t) { t.zero_(); }); });
+  def_op<schemas::transpose>(m, cls, [](const Tensor& t, int64_t a, int64_t b) { return t.transpose(a, b); });
+  def_op<schemas::t>(m, cls, [](const Tensor& t) { return t.t(); });
+  def_op<schemas::unsqueeze>(m, cls, [](const Tensor& t, int64_t dim) { return t.unsqueeze(dim); });
+  def_op<schemas::squeeze>(m, cls, [](const Tensor& t, std::optional<int64_t> dim) {
+    return dim ? t.squeeze(*dim) : t.squeeze();
+  });
+  def_op<schemas::flatten>(m, cls, [](const Tensor& t, int64_t start, int64_t end) { return t.flatten(start, end); });
+  def_op<schemas::unflatten>(m, cls, [](const Tensor& t, int64_t dim, nb::handle sizes) {
+    return t.unflatten(dim, dims_from(sizes));
+  });
+  def_op<schemas::select>(m, cls, [](const Tensor& t, int64_t dim, int64_t i) { return t.select(dim, i); });
+  def_op<schemas::narrow>(m, cls, [](const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+    return t.narrow(dim, start, length);
+  });
+  def_op<schemas::expand_as>(m, cls, [](const Tensor& t, const Tensor& o) { return t.expand(o.sizes()); });
+  def_op<schemas::view_as>(m, cls, [](const Tensor& t, const Tensor& o) { return t.view(o.sizes()); });
+  def_op<schemas::as_strided>(m, cls, [](const Tensor& t, nb::handle size, nb::handle stride,
+                                         std::optional<int64_t> offset) {
+    return t.as_strided(dims_from(size), dims_from(stride), offset);
+  });
 
   // Operators (Python numbers are weak scalars, as in PyTorch).
   def_binary<add2>(cls, "__add__", "__radd__");
@@ -171,24 +183,28 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
   def_inplace<flambeau::floor_divide_>(cls, "__ifloordiv__");
   def_inplace<flambeau::remainder_>(cls, "__imod__");
   def_inplace<flambeau::pow_>(cls, "__ipow__");
-  cls.def("add_", [](nb::handle self, const Operand& b, Scalar alpha) {
+  // In-place forms: the arguments of the op's schema.
+  def_method<schemas::add>(cls, [](nb::handle self, const Operand& b, Scalar alpha) {
     return inplace(self, [&](Tensor& t) { add_(t, b.t, alpha); });
-  }, "other"_a, nb::kw_only(), "alpha"_a = 1);
-  cls.def("sub_", [](nb::handle self, const Operand& b, Scalar alpha) {
+  }, "add_");
+  def_method<schemas::sub>(cls, [](nb::handle self, const Operand& b, Scalar alpha) {
     return inplace(self, [&](Tensor& t) { sub_(t, b.t, alpha); });
-  }, "other"_a, nb::kw_only(), "alpha"_a = 1);
-  cls.def("div_", [](nb::handle self, const Operand& b, std::optional<std::string> mode) {
+  }, "sub_");
+  def_method<schemas::div>(cls, [](nb::handle self, const Operand& b, std::optional<std::string> mode) {
     return inplace(self, [&](Tensor& t) { div_(t, b.t, mode.value_or("")); });
-  }, "other"_a, nb::kw_only(), "rounding_mode"_a = nb::none());
-  def_inplace<flambeau::mul_>(cls, "mul_");
-#define FLB_BIND_INPLACE(name) def_inplace<flambeau::name##_>(cls, #name "_");
+  }, "div_");
+#define FLB_BIND_INPLACE(name)                                                                            \
+  def_method<schemas::name>(cls, [](nb::handle self, const Operand& b) {                                  \
+    return inplace(self, [&](Tensor& t) { flambeau::name##_(t, b.t); });                                  \
+  }, #name "_");
+  FLB_BIND_INPLACE(mul)
   FLB_BINARY_INPLACE_OPS(FLB_BIND_INPLACE)
 #undef FLB_BIND_INPLACE
-  cls.def("clamp_", [](nb::handle self, std::optional<Operand> lo, std::optional<Operand> hi) {
+  def_method<schemas::clamp>(cls, [](nb::handle self, std::optional<Operand> lo, std::optional<Operand> hi) {
     return inplace(self, [&](Tensor& t) {
       clamp_(t, lo ? std::optional<Tensor>(lo->t) : std::nullopt, hi ? std::optional<Tensor>(hi->t) : std::nullopt);
     });
-  }, "min"_a = nb::none(), "max"_a = nb::none());
+  }, "clamp_");
   cls.def("__neg__", [](const Tensor& t) { return neg(t); }, release_gil())
       .def("__pos__", [](const Tensor& t) { return t; })
       .def("__abs__", [](const Tensor& t) { return abs(t); }, release_gil())
@@ -207,7 +223,6 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       return f(b.t, a);
     }, release_gil());
   }
-  (void)m;
 }
 
 }  // namespace flambeau::python

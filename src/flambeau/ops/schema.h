@@ -26,12 +26,12 @@ struct SchemaArg {
   std::optional<std::string> default_value;  // as written: "None", "False", "-1", "\"none\""
 };
 
-// Where an op is bound in Python: flambeau.<op> only, or also as Tensor.<op> (the first
-// argument as self).
-enum class OpVariants : bool { Function, Method };
+// Where an op is bound in Python: flambeau.<op> (Function), Tensor.<op> with the first
+// argument as self (Method), or both.
+enum class OpVariants : uint8_t { Function, Method, Both };
 
 struct OpSchema {
-  OpVariants variants = OpVariants::Method;
+  OpVariants variants = OpVariants::Both;
   std::string ns;        // "" for flambeau's own ops
   std::string name;      // "sum"
   std::string overload;  // "dim" in "max.dim"
