@@ -161,7 +161,7 @@ class Tensor {
   Tensor to(DType dtype) const;  // returns *this when the dtype already matches
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(Scalar value);
-  Tensor& zero_() { return fill_(0); }
+  Tensor& zero_();
 
   // Elementwise ops as methods (see ops.h for their meaning).
 #define FLB_DECL_UNARY(name, kind, ...) \

@@ -104,6 +104,10 @@ Tensor& Tensor::fill_(Scalar value) {
   });
 }
 
+Tensor& Tensor::zero_() {
+  return op_hook::op("zero_", *this)([&]() -> Tensor& { return fill_(0); });
+}
+
 Tensor Tensor::contiguous() const {
   return op_hook::op("contiguous", *this)([&]() -> Tensor {
     return is_contiguous() ? *this : clone();

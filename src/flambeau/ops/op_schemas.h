@@ -1,128 +1,132 @@
 // The schema table: one line per public op that is not in the elementwise tables of
 // core/op_list.h (those generate theirs: "exp(Tensor input) -> Tensor", "mul(Tensor input,
 // Tensor other) -> Tensor"); schemas::<op> is each op's schema text.
-// X(id, schema, variants): variants Both (flambeau.<op> and Tensor.<op>, the first argument
-// as self), Function (flambeau.<op> only) or Method (Tensor.<op> only). The Python binding
-// of each op takes its argument names, defaults and keyword-only marker from this line, and fails to build
-// when its C++ function takes another number of arguments (python/src/bindings.h, def_op);
-// the tests compare each line with PyTorch 2.13's signature of the op and generate their
-// samples from it (tests/python/test_op_schema.py). Kinds as in PyTorch: a Tensor argument
-// after the first also takes a Python number, int[] also takes one int.
+// X(id, schema, variants, kernel):
+//   variants: Both (flambeau.<op> and Tensor.<op>, the first argument as self), Function
+//     (flambeau.<op> only) or Method (Tensor.<op> only);
+//   kernel: the C++ function the op registry (ops/registry.h) calls by name, its arguments
+//     in the schema's order (adapt::<op> in ops/op_kernels.cpp where the C++ API differs).
+// The Python binding of each op takes its argument names, defaults and keyword-only marker
+// from this line, and fails to build when its C++ function takes another number of
+// arguments (python/src/def_op.h); the tests compare each line with PyTorch 2.13's
+// signature of the op and generate their samples from it (tests/python/test_op_schema.py,
+// tests/ops/registry_test.cpp). Kinds as in PyTorch: a Tensor argument after the first
+// also takes a number, int[] also takes one int.
 #pragma once
 #include <string_view>
 
 #include "flambeau/core/op_list.h"
 #include "flambeau/ops/schema.h"
 
-#define FLB_OP_SCHEMAS(X)                                                                                        \
-  /* elementwise, beyond the unary and binary tables */                                                     \
-  X(gelu, "gelu(Tensor input, *, str approximate=\"none\") -> Tensor", Both)                                   \
-  X(softplus, "softplus(Tensor input, float beta=1.0, float threshold=20.0) -> Tensor", Both)               \
-  X(logical_not, "logical_not(Tensor input) -> Tensor", Both)                                               \
-  X(isnan, "isnan(Tensor input) -> Tensor", Both)                                                           \
-  X(isinf, "isinf(Tensor input) -> Tensor", Both)                                                           \
-  X(isfinite, "isfinite(Tensor input) -> Tensor", Both)                                                     \
-  X(add, "add(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", Both)                              \
-  X(sub, "sub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", Both)                              \
-  X(div, "div(Tensor input, Tensor other, *, str? rounding_mode=None) -> Tensor", Both)                     \
-  X(where, "where(Tensor condition, Tensor input, Tensor other) -> Tensor", Both)                           \
-  X(clamp, "clamp(Tensor input, Tensor? min=None, Tensor? max=None) -> Tensor", Both)                       \
-  X(addcmul, "addcmul(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", Both)    \
-  X(addcdiv, "addcdiv(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", Both)    \
-  X(lerp, "lerp(Tensor input, Tensor end, Tensor weight) -> Tensor", Both)                                  \
-  /* reductions */                                                                                           \
-  X(sum, "sum(Tensor input, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Both)   \
-  X(mean, "mean(Tensor input, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Both) \
-  X(prod, "prod(Tensor input, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Both) \
-  X(amax, "amax(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", Both)                        \
-  X(amin, "amin(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", Both)                        \
-  X(any, "any(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor", Both)                          \
-  X(all, "all(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor", Both)                          \
-  /* max/min: max(input) or max(input, dim, keepdim) -> (values, indices), one Python function */          \
-  X(max, "max(Tensor input, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)", Both)   \
-  X(min, "min(Tensor input, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)", Both)   \
-  X(argmax, "argmax(Tensor input, int? dim=None, bool keepdim=False) -> Tensor", Both)                      \
-  X(argmin, "argmin(Tensor input, int? dim=None, bool keepdim=False) -> Tensor", Both)                      \
+#define FLB_OP_SCHEMAS(X)                                                                                            \
+  /* elementwise, beyond the unary and binary tables */                                                              \
+  X(gelu, "gelu(Tensor input, *, str approximate=\"none\") -> Tensor", Both, &gelu)                                  \
+  X(softplus, "softplus(Tensor input, float beta=1.0, float threshold=20.0) -> Tensor", Both, &softplus)             \
+  X(logical_not, "logical_not(Tensor input) -> Tensor", Both, &logical_not)                                          \
+  X(isnan, "isnan(Tensor input) -> Tensor", Both, &isnan)                                                            \
+  X(isinf, "isinf(Tensor input) -> Tensor", Both, &isinf)                                                            \
+  X(isfinite, "isfinite(Tensor input) -> Tensor", Both, &isfinite)                                                   \
+  X(add, "add(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", Both, &add)                                 \
+  X(sub, "sub(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor", Both, &sub)                                 \
+  X(div, "div(Tensor input, Tensor other, *, str? rounding_mode=None) -> Tensor", Both, &adapt::div)                 \
+  X(where, "where(Tensor condition, Tensor input, Tensor other) -> Tensor", Both, &where)                            \
+  X(clamp, "clamp(Tensor input, Tensor? min=None, Tensor? max=None) -> Tensor", Both, &clamp)                        \
+  X(addcmul, "addcmul(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", Both, &addcmul)   \
+  X(addcdiv, "addcdiv(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", Both, &addcdiv)   \
+  X(lerp, "lerp(Tensor input, Tensor end, Tensor weight) -> Tensor", Both, &lerp)                                    \
+  /* reductions */                                                                                                   \
+  X(sum, "sum(Tensor input, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Both, &sum)  \
+  X(mean, "mean(Tensor input, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Both, &mean) \
+  X(prod, "prod(Tensor input, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Both, &prod) \
+  X(amax, "amax(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", Both, &amax)                            \
+  X(amin, "amin(Tensor input, int[1] dim=[], bool keepdim=False) -> Tensor", Both, &amin)                            \
+  X(any, "any(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor", Both, &any)                             \
+  X(all, "all(Tensor input, int[]? dim=None, bool keepdim=False) -> Tensor", Both, &all)                             \
+  /* max/min: max(input) or max(input, dim, keepdim) -> (values, indices), one Python function */                    \
+  X(max, "max(Tensor input, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)", Both, &adapt::max) \
+  X(min, "min(Tensor input, int? dim=None, bool keepdim=False) -> (Tensor values, Tensor indices)", Both, &adapt::min) \
+  X(argmax, "argmax(Tensor input, int? dim=None, bool keepdim=False) -> Tensor", Both, &argmax)                      \
+  X(argmin, "argmin(Tensor input, int? dim=None, bool keepdim=False) -> Tensor", Both, &argmin)                      \
   X(var, "var(Tensor input, int[]? dim=None, bool? unbiased=None, bool keepdim=False, *, float? correction=None) -> Tensor", \
-    Both)                                                                                                  \
+    Both, &adapt::var)                                                                                               \
   X(std, "std(Tensor input, int[]? dim=None, bool? unbiased=None, bool keepdim=False, *, float? correction=None) -> Tensor", \
-    Both)                                                                                                  \
-  X(norm, "norm(Tensor input, float p=2.0, int[]? dim=None, bool keepdim=False) -> Tensor", Both)           \
-  X(logsumexp, "logsumexp(Tensor input, int[] dim, bool keepdim=False) -> Tensor", Both)                    \
-  X(count_nonzero, "count_nonzero(Tensor input, int[]? dim=None) -> Tensor", Both)                          \
-  X(softmax, "softmax(Tensor input, int dim, ScalarType? dtype=None) -> Tensor", Both)                      \
-  X(log_softmax, "log_softmax(Tensor input, int dim, ScalarType? dtype=None) -> Tensor", Both)              \
-  /* scans */                                                                                                \
-  X(cumsum, "cumsum(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", Both)                     \
-  X(cumprod, "cumprod(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", Both)                   \
-  X(logcumsumexp, "logcumsumexp(Tensor input, int dim) -> Tensor", Both)                                    \
-  X(cummax, "cummax(Tensor input, int dim) -> (Tensor values, Tensor indices)", Both)                       \
-  X(cummin, "cummin(Tensor input, int dim) -> (Tensor values, Tensor indices)", Both)                       \
-  /* sorting */                                                                                              \
+    Both, &adapt::std)                                                                                               \
+  X(norm, "norm(Tensor input, float p=2.0, int[]? dim=None, bool keepdim=False) -> Tensor", Both, &norm)             \
+  X(logsumexp, "logsumexp(Tensor input, int[] dim, bool keepdim=False) -> Tensor", Both, &logsumexp)                 \
+  X(count_nonzero, "count_nonzero(Tensor input, int[]? dim=None) -> Tensor", Both, &count_nonzero)                   \
+  X(softmax, "softmax(Tensor input, int dim, ScalarType? dtype=None) -> Tensor", Both, &softmax)                     \
+  X(log_softmax, "log_softmax(Tensor input, int dim, ScalarType? dtype=None) -> Tensor", Both, &log_softmax)         \
+  /* scans */                                                                                                        \
+  X(cumsum, "cumsum(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", Both, &cumsum)                     \
+  X(cumprod, "cumprod(Tensor input, int dim, *, ScalarType? dtype=None) -> Tensor", Both, &cumprod)                  \
+  X(logcumsumexp, "logcumsumexp(Tensor input, int dim) -> Tensor", Both, &logcumsumexp)                              \
+  X(cummax, "cummax(Tensor input, int dim) -> (Tensor values, Tensor indices)", Both, &cummax)                       \
+  X(cummin, "cummin(Tensor input, int dim) -> (Tensor values, Tensor indices)", Both, &cummin)                       \
+  /* sorting */                                                                                                      \
   X(sort, "sort(Tensor input, int dim=-1, bool descending=False, *, bool stable=False) -> (Tensor values, Tensor indices)", \
-    Both)                                                                                                  \
-  X(argsort, "argsort(Tensor input, int dim=-1, bool descending=False, *, bool stable=False) -> Tensor", Both) \
+    Both, &sort)                                                                                                     \
+  X(argsort, "argsort(Tensor input, int dim=-1, bool descending=False, *, bool stable=False) -> Tensor", Both, &argsort) \
   X(topk, "topk(Tensor input, int k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)", \
-    Both)                                                                                                  \
-  X(kthvalue, "kthvalue(Tensor input, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)", \
-    Both)                                                                                                  \
+    Both, &topk)                                                                                                     \
+  X(kthvalue, "kthvalue(Tensor input, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",    \
+    Both, &kthvalue)                                                                                                 \
   X(unique, "unique(Tensor input, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> Tensor", \
-    Both)                                                                                                  \
-  X(searchsorted, "searchsorted(Tensor sorted_sequence, Tensor input, *, bool right=False) -> Tensor", Function) \
-  /* matrix products */                                                                                      \
-  X(mm, "mm(Tensor input, Tensor mat2) -> Tensor", Both)                                                    \
-  X(bmm, "bmm(Tensor input, Tensor mat2) -> Tensor", Both)                                                  \
-  X(matmul, "matmul(Tensor input, Tensor other) -> Tensor", Both)                                           \
-  X(dot, "dot(Tensor input, Tensor tensor) -> Tensor", Both)                                                 \
-  X(outer, "outer(Tensor input, Tensor vec2) -> Tensor", Both)                                              \
-  X(addmm, "addmm(Tensor input, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", Both) \
-  X(baddbmm, "baddbmm(Tensor input, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", \
-    Both)                                                                                                  \
-  /* indexing */                                                                                             \
-  X(index_select, "index_select(Tensor input, int dim, Tensor index) -> Tensor", Both)                      \
-  X(gather, "gather(Tensor input, int dim, Tensor index) -> Tensor", Both)                                  \
-  X(scatter, "scatter(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", Both)                    \
-  X(scatter_add, "scatter_add(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", Both)            \
-  X(scatter_reduce,                                                                                          \
+    Both, &unique)                                                                                                   \
+  X(searchsorted, "searchsorted(Tensor sorted_sequence, Tensor input, *, bool right=False) -> Tensor", Function, &searchsorted) \
+  /* matrix products */                                                                                              \
+  X(mm, "mm(Tensor input, Tensor mat2) -> Tensor", Both, &mm)                                                        \
+  X(bmm, "bmm(Tensor input, Tensor mat2) -> Tensor", Both, &bmm)                                                     \
+  X(matmul, "matmul(Tensor input, Tensor other) -> Tensor", Both, &matmul)                                           \
+  X(dot, "dot(Tensor input, Tensor tensor) -> Tensor", Both, &dot)                                                   \
+  X(outer, "outer(Tensor input, Tensor vec2) -> Tensor", Both, &outer)                                               \
+  X(addmm, "addmm(Tensor input, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor", Both, &addmm) \
+  X(baddbmm, "baddbmm(Tensor input, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1) -> Tensor",      \
+    Both, &baddbmm)                                                                                                  \
+  /* indexing */                                                                                                     \
+  X(index_select, "index_select(Tensor input, int dim, Tensor index) -> Tensor", Both, &index_select)                \
+  X(gather, "gather(Tensor input, int dim, Tensor index) -> Tensor", Both, &gather)                                  \
+  X(scatter, "scatter(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", Both, &scatter)                   \
+  X(scatter_add, "scatter_add(Tensor input, int dim, Tensor index, Tensor src) -> Tensor", Both, &scatter_add)       \
+  X(scatter_reduce,                                                                                                  \
     "scatter_reduce(Tensor input, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True) -> Tensor", \
-    Both)                                                                                                  \
-  X(index_add, "index_add(Tensor input, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", Both) \
-  X(index_copy, "index_copy(Tensor input, int dim, Tensor index, Tensor source) -> Tensor", Both)           \
-  X(index_fill, "index_fill(Tensor input, int dim, Tensor index, Tensor value) -> Tensor", Both)            \
-  X(masked_fill, "masked_fill(Tensor input, Tensor mask, Tensor value) -> Tensor", Both)                    \
-  X(masked_scatter, "masked_scatter(Tensor input, Tensor mask, Tensor source) -> Tensor", Both)             \
-  X(masked_select, "masked_select(Tensor input, Tensor mask) -> Tensor", Both)                              \
-  X(nonzero, "nonzero(Tensor input) -> Tensor", Both)                                                       \
-  X(take, "take(Tensor input, Tensor index) -> Tensor", Both)                                               \
-  /* views and copies (the methods view, reshape, permute, expand take *sizes: bound by hand) */             \
-  X(reshape, "reshape(Tensor input, int[] shape) -> Tensor", Function)                                       \
-  X(permute, "permute(Tensor input, int[] dims) -> Tensor", Function)                                         \
-  X(transpose, "transpose(Tensor input, int dim0, int dim1) -> Tensor", Both)                                 \
-  X(t, "t(Tensor input) -> Tensor", Both)                                                                     \
-  X(unsqueeze, "unsqueeze(Tensor input, int dim) -> Tensor", Both)                                            \
-  X(squeeze, "squeeze(Tensor input, int? dim=None) -> Tensor", Both)                                          \
-  X(flatten, "flatten(Tensor input, int start_dim=0, int end_dim=-1) -> Tensor", Both)                        \
-  X(unflatten, "unflatten(Tensor input, int dim, int[] sizes) -> Tensor", Both)                               \
-  X(select, "select(Tensor input, int dim, int index) -> Tensor", Both)                                       \
-  X(narrow, "narrow(Tensor input, int dim, int start, int length) -> Tensor", Both)                           \
-  X(as_strided, "as_strided(Tensor input, int[] size, int[] stride, int? storage_offset=None) -> Tensor", Both) \
-  X(expand_as, "expand_as(Tensor input, Tensor other) -> Tensor", Method)                                     \
-  X(view_as, "view_as(Tensor input, Tensor other) -> Tensor", Method)                                         \
-  X(contiguous, "contiguous(Tensor input) -> Tensor", Method)                                                 \
-  X(clone, "clone(Tensor input) -> Tensor", Both)                                                             \
-  X(copy_, "copy_(Tensor input, Tensor src) -> Tensor", Method)                                               \
-  X(fill_, "fill_(Tensor input, Scalar value) -> Tensor", Method)                                             \
-  X(zero_, "zero_(Tensor input) -> Tensor", Method)                                                           \
-  /* joining and splitting */                                                                                \
-  X(split, "split(Tensor tensor, int[] split_size_or_sections, int dim=0) -> Tensor[]", Both)                 \
-  X(cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", Function)                                              \
-  X(stack, "stack(Tensor[] tensors, int dim=0) -> Tensor", Function)                                          \
-  X(chunk, "chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", Both)                                  \
-  /* random sampling */                                                                                      \
-  X(multinomial,                                                                                             \
-    "multinomial(Tensor input, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor", \
-    Both)                                                                                                  \
-  X(bernoulli, "bernoulli(Tensor input, *, Generator? generator=None) -> Tensor", Both)
+    Both, &scatter_reduce)                                                                                           \
+  X(index_add, "index_add(Tensor input, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor", Both, &index_add) \
+  X(index_copy, "index_copy(Tensor input, int dim, Tensor index, Tensor source) -> Tensor", Both, &index_copy)       \
+  X(index_fill, "index_fill(Tensor input, int dim, Tensor index, Tensor value) -> Tensor", Both, &index_fill)        \
+  X(masked_fill, "masked_fill(Tensor input, Tensor mask, Tensor value) -> Tensor", Both, &masked_fill)               \
+  X(masked_scatter, "masked_scatter(Tensor input, Tensor mask, Tensor source) -> Tensor", Both, &masked_scatter)     \
+  X(masked_select, "masked_select(Tensor input, Tensor mask) -> Tensor", Both, &masked_select)                       \
+  X(nonzero, "nonzero(Tensor input) -> Tensor", Both, &nonzero)                                                      \
+  X(take, "take(Tensor input, Tensor index) -> Tensor", Both, &take)                                                 \
+  /* views and copies (the methods view, reshape, permute, expand take *sizes: bound by hand) */                     \
+  X(reshape, "reshape(Tensor input, int[] shape) -> Tensor", Function, &adapt::reshape)                              \
+  X(permute, "permute(Tensor input, int[] dims) -> Tensor", Function, &adapt::permute)                               \
+  X(transpose, "transpose(Tensor input, int dim0, int dim1) -> Tensor", Both, &adapt::transpose)                     \
+  X(t, "t(Tensor input) -> Tensor", Both, &adapt::t)                                                                 \
+  X(unsqueeze, "unsqueeze(Tensor input, int dim) -> Tensor", Both, &adapt::unsqueeze)                                \
+  X(squeeze, "squeeze(Tensor input, int? dim=None) -> Tensor", Both, &adapt::squeeze)                                \
+  X(flatten, "flatten(Tensor input, int start_dim=0, int end_dim=-1) -> Tensor", Both, &adapt::flatten)              \
+  X(unflatten, "unflatten(Tensor input, int dim, int[] sizes) -> Tensor", Both, &adapt::unflatten)                   \
+  X(select, "select(Tensor input, int dim, int index) -> Tensor", Both, &adapt::select)                              \
+  X(narrow, "narrow(Tensor input, int dim, int start, int length) -> Tensor", Both, &adapt::narrow)                  \
+  X(as_strided, "as_strided(Tensor input, int[] size, int[] stride, int? storage_offset=None) -> Tensor", Both, &adapt::as_strided) \
+  X(expand_as, "expand_as(Tensor input, Tensor other) -> Tensor", Method, &adapt::expand_as)                         \
+  X(view_as, "view_as(Tensor input, Tensor other) -> Tensor", Method, &adapt::view_as)                               \
+  X(contiguous, "contiguous(Tensor input) -> Tensor", Method, &adapt::contiguous)                                    \
+  X(clone, "clone(Tensor input) -> Tensor", Both, &adapt::clone)                                                     \
+  X(copy_, "copy_(Tensor input, Tensor src) -> Tensor", Method, &adapt::copy_)                                       \
+  X(fill_, "fill_(Tensor input, Scalar value) -> Tensor", Method, &adapt::fill_)                                     \
+  X(zero_, "zero_(Tensor input) -> Tensor", Method, &adapt::zero_)                                                   \
+  /* joining and splitting */                                                                                        \
+  X(split, "split(Tensor tensor, int[] split_size_or_sections, int dim=0) -> Tensor[]", Both, &adapt::split)         \
+  X(cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", Function, &cat)                                               \
+  X(stack, "stack(Tensor[] tensors, int dim=0) -> Tensor", Function, &stack)                                         \
+  X(chunk, "chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", Both, &chunk)                                   \
+  /* random sampling */                                                                                              \
+  X(multinomial,                                                                                                     \
+    "multinomial(Tensor input, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",    \
+    Both, &multinomial)                                                                                              \
+  X(bernoulli, "bernoulli(Tensor input, *, Generator? generator=None) -> Tensor", Both, &bernoulli)
 
 namespace flambeau {
 
@@ -133,11 +137,11 @@ struct OpSchemaText {
 };
 
 namespace schemas {
-#define FLB_UNARY_SCHEMA(name, ...) \
+#define FLB_UNARY_SCHEMA(name, ...)                                                                                  \
   inline constexpr OpSchemaText name{#name, #name "(Tensor input) -> Tensor", OpVariants::Both};
-#define FLB_BINARY_SCHEMA(name) \
+#define FLB_BINARY_SCHEMA(name)                                                                                      \
   inline constexpr OpSchemaText name{#name, #name "(Tensor input, Tensor other) -> Tensor", OpVariants::Both};
-#define FLB_TABLE_SCHEMA(id, schema, variants) inline constexpr OpSchemaText id{#id, schema, OpVariants::variants};
+#define FLB_TABLE_SCHEMA(id, schema, variants, ...) inline constexpr OpSchemaText id{#id, schema, OpVariants::variants};
 FLB_UNARY_OPS(FLB_UNARY_SCHEMA)
 FLB_BINARY_OPS(FLB_BINARY_SCHEMA)
 FLB_COMPARE_OPS(FLB_BINARY_SCHEMA)
@@ -148,6 +152,73 @@ FLB_OP_SCHEMAS(FLB_TABLE_SCHEMA)
 #undef FLB_UNARY_SCHEMA
 
 }  // namespace schemas
+
+// Compile-time reading of a schema text (bindings check argument counts with it).
+namespace schema_text {
+
+// The argument list of a schema: the text between the first '(' and its ')'.
+constexpr std::string_view argument_list(std::string_view s) {
+  const size_t open = s.find('(');
+  size_t depth = 0, i = open;
+  for (; i < s.size(); ++i) {
+    if (s[i] == '(') ++depth;
+    if (s[i] == ')' && --depth == 0) break;
+  }
+  return s.substr(open + 1, i - open - 1);
+}
+
+// The i-th comma-separated item of the argument list ("*" counts as an item).
+constexpr std::string_view item(std::string_view s, size_t i) {
+  std::string_view list = argument_list(s);
+  size_t start = 0, depth = 0, n = 0;
+  bool quoted = false;
+  for (size_t k = 0; k <= list.size(); ++k) {
+    const char c = k < list.size() ? list[k] : ',';
+    if (c == '"') quoted = !quoted;
+    if (!quoted && c == '[') ++depth;
+    if (!quoted && c == ']') --depth;
+    if (!quoted && depth == 0 && c == ',') {
+      if (n++ == i) {
+        std::string_view it = list.substr(start, k - start);
+        while (!it.empty() && it.front() == ' ') it.remove_prefix(1);
+        return it;
+      }
+      start = k + 1;
+    }
+  }
+  return {};
+}
+
+constexpr size_t item_count(std::string_view s) {
+  size_t n = 0;
+  while (!item(s, n).empty()) ++n;
+  return n;
+}
+
+// Arguments before the keyword-only marker '*' (all of them when there is none).
+constexpr size_t positional_count(std::string_view s) {
+  for (size_t i = 0; i < item_count(s); ++i)
+    if (item(s, i) == "*") return i;
+  return item_count(s);
+}
+
+constexpr size_t argument_count(std::string_view s) {
+  return item_count(s) - (positional_count(s) < item_count(s) ? 1 : 0);
+}
+
+// The item of argument i (skipping the '*').
+constexpr std::string_view argument(std::string_view s, size_t i) {
+  return item(s, i < positional_count(s) ? i : i + 1);
+}
+
+// Whether argument i accepts None: an optional type ("int?") or a None default.
+constexpr bool accepts_none(std::string_view s, size_t i) {
+  const std::string_view a = argument(s, i);
+  const std::string_view type = a.substr(0, a.find(' '));
+  return type.ends_with('?') || a.ends_with("=None");
+}
+
+}  // namespace schema_text
 
 // Every schema, in the order above.
 #define FLB_SCHEMA_ADDRESS(name, ...) &schemas::name,

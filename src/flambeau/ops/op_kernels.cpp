@@ -1,0 +1,95 @@
+// The boxed kernels of the schema table: each op's C++ function (ops.h) in the schema's
+// argument order, or an adaptor below where the C++ API differs (members, merged overloads,
+// Python-only arguments). A kernel taking another number of arguments than its schema
+// fails to build.
+#include "flambeau/ops/op_schemas.h"
+#include "flambeau/ops/ops.h"
+#include "flambeau/ops/registry.h"
+
+namespace flambeau {
+namespace adapt {
+
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string> rounding_mode) {
+  return flambeau::div(a, b, rounding_mode.value_or(""));
+}
+// max(input) or max(input, dim, keepdim) -> (values, indices).
+std::vector<Value> max(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+  if (!dim) return {flambeau::max(t)};
+  auto [values, indices] = flambeau::max(t, *dim, keepdim);
+  return {values, indices};
+}
+std::vector<Value> min(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+  if (!dim) return {flambeau::min(t)};
+  auto [values, indices] = flambeau::min(t, *dim, keepdim);
+  return {values, indices};
+}
+// correction wins over unbiased; both absent: 1 (Bessel's correction), as torch.
+double correction_of(std::optional<bool> unbiased, std::optional<double> correction) {
+  return correction ? *correction : unbiased.value_or(true) ? 1.0 : 0.0;
+}
+Tensor var(const Tensor& t, const Dims& dim, std::optional<bool> unbiased, bool keepdim,
+           std::optional<double> correction) {
+  return flambeau::var(t, dim, correction_of(unbiased, correction), keepdim);
+}
+Tensor std(const Tensor& t, const Dims& dim, std::optional<bool> unbiased, bool keepdim,
+           std::optional<double> correction) {
+  return flambeau::std(t, dim, correction_of(unbiased, correction), keepdim);
+}
+// split_size_or_sections: an int (chunks of that size) or a list (the sizes).
+std::vector<Tensor> split(const Tensor& t, const Value& size, int64_t dim) {
+  if (auto* n = std::get_if<int64_t>(&size)) return flambeau::split(t, *n, dim);
+  const Dims d = detail::Unbox<Dims>::get(size);
+  return flambeau::split(t, std::vector<int64_t>(d.begin(), d.end()), dim);
+}
+Tensor reshape(const Tensor& t, const Dims& shape) { return t.reshape(shape); }
+Tensor permute(const Tensor& t, const Dims& dims) { return t.permute(dims); }
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) { return t.transpose(dim0, dim1); }
+Tensor t(const Tensor& x) { return x.t(); }
+Tensor unsqueeze(const Tensor& t, int64_t dim) { return t.unsqueeze(dim); }
+Tensor squeeze(const Tensor& t, std::optional<int64_t> dim) { return dim ? t.squeeze(*dim) : t.squeeze(); }
+Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) { return t.flatten(start_dim, end_dim); }
+Tensor unflatten(const Tensor& t, int64_t dim, const Dims& sizes) { return t.unflatten(dim, sizes); }
+Tensor select(const Tensor& t, int64_t dim, int64_t index) { return t.select(dim, index); }
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) { return t.narrow(dim, start, length); }
+Tensor as_strided(const Tensor& t, const Dims& size, const Dims& stride, std::optional<int64_t> storage_offset) {
+  return t.as_strided(size, stride, storage_offset);
+}
+Tensor expand_as(const Tensor& t, const Tensor& other) { return t.expand(other.sizes()); }
+Tensor view_as(const Tensor& t, const Tensor& other) { return t.view(other.sizes()); }
+Tensor contiguous(const Tensor& t) { return t.contiguous(); }
+Tensor clone(const Tensor& t) { return t.clone(); }
+Tensor copy_(Tensor& t, const Tensor& src) { return t.copy_(src); }
+Tensor fill_(Tensor& t, Scalar value) { return t.fill_(value); }
+Tensor zero_(Tensor& t) { return t.zero_(); }
+
+}  // namespace adapt
+
+namespace {
+template <class R, class... A>
+constexpr size_t arity(R (*)(A...)) {
+  return sizeof...(A);
+}
+}  // namespace
+
+std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {
+  std::vector<std::pair<const OpSchema*, BoxedKernel>> out;
+#define FLB_KERNEL(id, kernel)                                                                         \
+  static_assert(arity(kernel) == schema_text::argument_count(schemas::id.text),                      \
+                "the kernel of " #id " takes another number of arguments than its schema");          \
+  out.emplace_back(&op_schema(#id), box(kernel));
+#define FLB_UNARY_KERNEL(name, ...) FLB_KERNEL(name, &flambeau::name)
+#define FLB_BINARY_KERNEL(name) FLB_KERNEL(name, &flambeau::name)
+#define FLB_TABLE_KERNEL(id, schema, variants, kernel) FLB_KERNEL(id, kernel)
+  FLB_UNARY_OPS(FLB_UNARY_KERNEL)
+  FLB_BINARY_OPS(FLB_BINARY_KERNEL)
+  FLB_COMPARE_OPS(FLB_BINARY_KERNEL)
+  FLB_LOGICAL_OPS(FLB_BINARY_KERNEL)
+  FLB_OP_SCHEMAS(FLB_TABLE_KERNEL)
+#undef FLB_TABLE_KERNEL
+#undef FLB_BINARY_KERNEL
+#undef FLB_UNARY_KERNEL
+#undef FLB_KERNEL
+  return out;
+}
+
+}  // namespace flambeau
