@@ -1,7 +1,7 @@
 // The boxed kernels of the schema table: each op's C++ function (ops.h) in the schema's
 // argument order, or an adaptor below where the C++ API differs (members, merged overloads,
-// Python-only arguments). A kernel taking another number of arguments than its schema
-// fails to build.
+// Python-only arguments). A kernel whose parameters do not carry its schema's arguments
+// (count and kinds, schema_text::matches) fails to build.
 #include "flambeau/ops/op_schemas.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/ops/registry.h"
@@ -64,18 +64,11 @@ Tensor zero_(Tensor& t) { return t.zero_(); }
 
 }  // namespace adapt
 
-namespace {
-template <class R, class... A>
-constexpr size_t arity(R (*)(A...)) {
-  return sizeof...(A);
-}
-}  // namespace
-
 std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {
   std::vector<std::pair<const OpSchema*, BoxedKernel>> out;
 #define FLB_KERNEL(id, kernel)                                                                         \
-  static_assert(arity(kernel) == schema_text::argument_count(schemas::id.text),                      \
-                "the kernel of " #id " takes another number of arguments than its schema");          \
+  static_assert(schema_text::matches(schemas::id.text, kernel),                                      \
+                "the kernel of " #id " does not take its schema's arguments (count and kinds)");     \
   out.emplace_back(&op_schema(#id), box(kernel));
 #define FLB_UNARY_KERNEL(name, ...) FLB_KERNEL(name, &flambeau::name)
 #define FLB_BINARY_KERNEL(name) FLB_KERNEL(name, &flambeau::name)

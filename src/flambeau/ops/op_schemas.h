@@ -14,6 +14,10 @@
 // also takes a number, int[] also takes one int.
 #pragma once
 #include <string_view>
+#include <type_traits>
+
+#include "flambeau/core/generator.h"
+#include "flambeau/core/op_hook.h"
 
 #include "flambeau/core/op_list.h"
 #include "flambeau/ops/schema.h"
@@ -153,7 +157,7 @@ FLB_OP_SCHEMAS(FLB_TABLE_SCHEMA)
 
 }  // namespace schemas
 
-// Compile-time reading of a schema text (bindings check argument counts with it).
+// Compile-time reading of a schema text: bindings and kernels are checked against it.
 namespace schema_text {
 
 // The argument list of a schema: the text between the first '(' and its ')'.
@@ -216,6 +220,50 @@ constexpr bool accepts_none(std::string_view s, size_t i) {
   const std::string_view a = argument(s, i);
   const std::string_view type = a.substr(0, a.find(' '));
   return type.ends_with('?') || a.ends_with("=None");
+}
+
+// The type of argument i as written ("int[1]?").
+constexpr std::string_view type(std::string_view s, size_t i) {
+  const std::string_view a = argument(s, i);
+  return a.substr(0, a.find(' '));
+}
+
+// Whether a C++ parameter of type P carries values of schema type t: Tensor (const& or &,
+// in place), int (int64_t), float (double), bool, str (std::string), Scalar, ScalarType
+// (DType), Generator, a list as Dims (int[], None meaning every dim) or std::vector<Tensor>,
+// an optional type as std::optional; op_hook::Value carries anything (the kernel reads it).
+template <class P>
+constexpr bool carries(std::string_view t) {
+  using T = std::remove_cvref_t<P>;
+  if constexpr (std::is_same_v<T, op_hook::Value>) {
+    return true;
+  } else if constexpr (op_hook::detail::is_optional<T>::value) {
+    return t.ends_with('?') && carries<typename T::value_type>(t.substr(0, t.size() - 1));
+  } else {
+    if (t.ends_with('?') && !std::is_same_v<T, Dims>) return false;
+    if (t.ends_with('?')) t.remove_suffix(1);
+    const bool list = t.ends_with(']');
+    const std::string_view base = list ? t.substr(0, t.find('[')) : t;
+    if constexpr (std::is_same_v<T, Dims>) return list && (base == "int" || base == "SymInt");
+    if (list) return std::is_same_v<T, std::vector<Tensor>> && base == "Tensor";
+    if constexpr (std::is_same_v<T, Tensor>) return base == "Tensor";
+    if constexpr (std::is_same_v<T, int64_t>) return base == "int" || base == "SymInt";
+    if constexpr (std::is_same_v<T, double>) return base == "float";
+    if constexpr (std::is_same_v<T, bool>) return base == "bool";
+    if constexpr (std::is_same_v<T, std::string>) return base == "str";
+    if constexpr (std::is_same_v<T, Scalar>) return base == "Scalar";
+    if constexpr (std::is_same_v<T, DType>) return base == "ScalarType";
+    if constexpr (std::is_same_v<T, Generator>) return base == "Generator";
+    return false;
+  }
+}
+
+// Whether a C++ function's parameters carry schema s's arguments, one to one.
+template <class R, class... A>
+constexpr bool matches(std::string_view s, R (*)(A...)) {
+  if (sizeof...(A) != argument_count(s)) return false;
+  size_t i = 0;
+  return (carries<A>(type(s, i++)) && ...);
 }
 
 }  // namespace schema_text
