@@ -7,8 +7,27 @@
 #include <utility>
 
 #include "flambeau/ops/op_schemas.h"
+#include "flambeau/ops/registry.h"
 
 namespace flambeau::python {
+
+// A schema default (ops/registry.h: default_value) as a Python object.
+inline nb::object default_to_python(const Value& v) {
+  if (auto* d = std::get_if<Dims>(&v)) {
+    nb::list l;
+    for (int64_t x : *d) l.append(x);
+    return l;
+  }
+  return std::visit([](const auto& x) -> nb::object {
+    using T = std::decay_t<decltype(x)>;
+    if constexpr (std::is_same_v<T, std::monostate>) return nb::none();
+    else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t> || std::is_same_v<T, double> ||
+                       std::is_same_v<T, std::string>)
+      return nb::cast(x);
+    else
+      throw TypeError("[def_op] a schema default that is not a literal");
+  }, v);
+}
 
 template <class F>
 struct arity : arity<decltype(&F::operator())> {};
@@ -21,7 +40,7 @@ template <const OpSchemaText& S, size_t I>
 auto schema_arg() {
   const SchemaArg& a = op_schema(S.name).arguments[I];
   nb::object value;
-  if (a.default_value) value = nb::module_::import_("ast").attr("literal_eval")(nb::str(a.default_value->c_str()));
+  if (a.default_value) value = default_to_python(default_value(a));
   if constexpr (schema_text::accepts_none(S.text, I))
     return nb::arg_v_t<nb::detail::arg_flags_default | nb::detail::cast_flags::accepts_none, false>(
         nb::arg(a.name.c_str()), std::move(value));
