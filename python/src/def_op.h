@@ -33,6 +33,8 @@ template <class F>
 struct arity : arity<decltype(&F::operator())> {};
 template <class C, class R, class... A>
 struct arity<R (C::*)(A...) const> : std::integral_constant<size_t, sizeof...(A)> {};
+template <class R, class... A>
+struct arity<R (*)(A...)> : std::integral_constant<size_t, sizeof...(A)> {};
 
 // The nanobind annotation of argument I of schema S: its name, its default (a Python
 // literal) and whether it accepts None.
@@ -71,14 +73,21 @@ void def_method(nb::class_<Tensor>& cls, F f, const char* name = nullptr, const 
   with_schema_args<S, 1, F>([&](const auto&... a) { cls.def(name, f, a...); }, extra...);
 }
 
+// Binds f as the function <op> of module m (flambeau._C; flambeau._C._nn for Functional ops).
+template <const OpSchemaText& S, class F, class... Extra>
+void def_function(nb::module_& m, F f, const Extra&... extra) {
+  static_assert(S.variants != OpVariants::Method, "a Method op has no function form");
+  const char* name = op_schema(S.name).name.c_str();
+  with_schema_args<S, 0, F>([&](const auto&... a) { m.def(name, f, a...); }, extra...);
+}
+
 // Binds f as flambeau.<op> and/or Tensor.<op>, as the schema's variants say, with its
 // argument names, defaults and keyword-only marker.
 template <const OpSchemaText& S, class F, class... Extra>
 void def_op(nb::module_& m, nb::class_<Tensor>& cls, F f, const Extra&... extra) {
-  const char* name = op_schema(S.name).name.c_str();
-  if constexpr (S.variants != OpVariants::Method)
-    with_schema_args<S, 0, F>([&](const auto&... a) { m.def(name, f, a...); }, extra...);
-  if constexpr (S.variants != OpVariants::Function) def_method<S>(cls, f, name, extra...);
+  static_assert(S.variants != OpVariants::Functional, "bind Functional ops in _C._nn with def_function");
+  if constexpr (S.variants != OpVariants::Method) def_function<S>(m, f, extra...);
+  if constexpr (S.variants != OpVariants::Function) def_method<S>(cls, f, op_schema(S.name).name.c_str(), extra...);
 }
 
 }  // namespace flambeau::python

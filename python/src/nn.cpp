@@ -1,6 +1,7 @@
 // flambeau._C._nn: the C++ nn::functional (fused layer_norm / rms_norm, linear, dropout,
 // losses, the fused linear_cross_entropy) and nn::init, wrapped by flambeau.nn.functional and flambeau.nn.init.
 #include "bindings.h"
+#include "def_op.h"
 
 namespace flambeau::python {
 namespace {
@@ -25,29 +26,31 @@ void bind_nn(nb::module_& m) {
   namespace F = nn::functional;
   namespace I = nn::init;
   nb::module_ nm = m.def_submodule("_nn", "nn.functional and nn.init in C++ (wrapped by flambeau.nn)");
-  nm.def("layer_norm", [](const Tensor& x, nb::handle shape, std::optional<Tensor> w, std::optional<Tensor> b,
-                          double eps) { return release_call_t(F::layer_norm, x, dims_from(shape), w, b, eps); },
-         "input"_a, "normalized_shape"_a, "weight"_a = nb::none(), "bias"_a = nb::none(), "eps"_a = 1e-5);
-  nm.def("rms_norm", [](const Tensor& x, nb::handle shape, std::optional<Tensor> w, std::optional<double> eps) {
+  def_function<schemas::layer_norm>(nm, [](const Tensor& x, nb::handle shape, std::optional<Tensor> w,
+                                            std::optional<Tensor> b, double eps) {
+    return release_call_t(F::layer_norm, x, dims_from(shape), w, b, eps);
+  });
+  def_function<schemas::rms_norm>(nm, [](const Tensor& x, nb::handle shape, std::optional<Tensor> w,
+                                          std::optional<double> eps) {
     return release_call_t(F::rms_norm, x, dims_from(shape), w, eps);
-  }, "input"_a, "normalized_shape"_a, "weight"_a = nb::none(), "eps"_a = nb::none());
-  nm.def("linear", &F::linear, "input"_a, "weight"_a, "bias"_a = nb::none(), release_gil());
-  nm.def("dropout", &F::dropout, "input"_a, "p"_a = 0.5, "training"_a = true, "generator"_a = nb::none(),
-         release_gil());
-  nm.def("cross_entropy", &F::cross_entropy, "input"_a, "target"_a, "weight"_a = nb::none(), "ignore_index"_a = -100,
-         "reduction"_a = "mean", "label_smoothing"_a = 0.0, release_gil());
-  nm.def("linear_cross_entropy", &F::linear_cross_entropy, "input"_a, "linear_weight"_a, "target"_a,
-         "linear_bias"_a = nb::none(), "weight"_a = nb::none(), "reduction"_a = "mean", "ignore_index"_a = -100,
-         "label_smoothing"_a = 0.0, "z_loss"_a = 0.0, "chunk_size"_a = nb::none(), release_gil());
+  });
+  def_function<schemas::linear>(nm, &F::linear, release_gil());
+  def_function<schemas::dropout>(nm, &F::dropout, release_gil());
+  def_function<schemas::embedding>(nm, [](const Tensor& i, const Tensor& w, std::optional<int64_t> p) {
+    return embedding(w, i, p);
+  }, release_gil());
+  def_function<schemas::one_hot>(nm, [](const Tensor& t, int64_t n) { return one_hot(t, n); }, release_gil());
+  def_function<schemas::scaled_dot_product_attention>(nm, &nn::scaled_dot_product_attention, release_gil());
+  def_function<schemas::cross_entropy>(nm, &F::cross_entropy, release_gil());
+  def_function<schemas::nll_loss>(nm, &F::nll_loss, release_gil());
+  def_function<schemas::mse_loss>(nm, &F::mse_loss, release_gil());
+  def_function<schemas::l1_loss>(nm, &F::l1_loss, release_gil());
+  def_function<schemas::binary_cross_entropy_with_logits>(nm, &F::binary_cross_entropy_with_logits, release_gil());
+  def_function<schemas::linear_cross_entropy>(nm, &F::linear_cross_entropy, release_gil());
+  // Test-only: the unfused composite that linear_cross_entropy is checked against.
   nm.def("linear_cross_entropy_reference", &F::linear_cross_entropy_reference, "input"_a, "linear_weight"_a,
          "target"_a, "linear_bias"_a = nb::none(), "weight"_a = nb::none(), "reduction"_a = "mean",
          "ignore_index"_a = -100, "label_smoothing"_a = 0.0, "z_loss"_a = 0.0, release_gil());
-  nm.def("nll_loss", &F::nll_loss, "input"_a, "target"_a, "weight"_a = nb::none(), "ignore_index"_a = -100,
-         "reduction"_a = "mean", release_gil());
-  nm.def("mse_loss", &F::mse_loss, "input"_a, "target"_a, "reduction"_a = "mean", release_gil());
-  nm.def("l1_loss", &F::l1_loss, "input"_a, "target"_a, "reduction"_a = "mean", release_gil());
-  nm.def("binary_cross_entropy_with_logits", &F::binary_cross_entropy_with_logits, "input"_a, "target"_a,
-         "weight"_a = nb::none(), "reduction"_a = "mean", "pos_weight"_a = nb::none(), release_gil());
 
   using Gen = std::optional<Generator>;
   nm.def("calculate_gain", &I::calculate_gain, "nonlinearity"_a, "param"_a = nb::none());

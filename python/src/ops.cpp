@@ -56,8 +56,10 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
       nb::list args, rets;
       for (const SchemaArg& a : op.arguments) args.append(arg(a));
       for (const SchemaArg& a : op.returns) rets.append(arg(a));
-      d["name"] = op.qualified_name(), d["function"] = op.variants != OpVariants::Method;
-      d["method"] = op.variants != OpVariants::Function, d["text"] = op.text;
+      d["name"] = op.qualified_name(), d["text"] = op.text;
+      d["function"] = op.variants == OpVariants::Function || op.variants == OpVariants::Both;
+      d["method"] = op.variants == OpVariants::Method || op.variants == OpVariants::Both;
+      d["functional"] = op.variants == OpVariants::Functional;
       d["arguments"] = args, d["returns"] = rets;
       out.append(d);
     }

@@ -77,17 +77,6 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
                                  release_gil());
   def_op<schemas::nonzero>(m, cls, [](const Tensor& t) { return nonzero(t); }, release_gil());
   def_op<schemas::take>(m, cls, [](const Tensor& t, const Tensor& i) { return take(t, i); }, release_gil());
-  m.def("_one_hot", [](const Tensor& t, int64_t n) { return one_hot(t, n); }, "input"_a, "num_classes"_a = -1,
-        release_gil());
-  m.def("_embedding", [](const Tensor& w, const Tensor& i, std::optional<int64_t> p) { return embedding(w, i, p); },
-        "weight"_a, "input"_a, "padding_idx"_a = nb::none(), release_gil());
-
-  m.def("_scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
-                                             std::optional<Tensor> mask, double dropout_p, bool is_causal,
-                                             std::optional<double> scale, bool enable_gqa) {
-    return nn::scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa);
-  }, "query"_a, "key"_a, "value"_a, "attn_mask"_a = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
-        "scale"_a = nb::none(), "enable_gqa"_a = false, release_gil());
 
   // Joining and splitting.
   def_op<schemas::cat>(m, cls, [](const std::vector<Tensor>& ts, int64_t dim) { return cat(ts, dim); }, release_gil());

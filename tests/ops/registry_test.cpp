@@ -5,6 +5,7 @@
 #include <set>
 
 #include "flambeau/core/op_hook.h"
+#include "flambeau/nn/functional.h"
 #include "flambeau/ops/registry.h"
 #include "test_util.h"
 
@@ -42,6 +43,9 @@ TEST(Registry, CallsByNameAsTheFunctionsWithTheSchemaDefaults) {
   const std::vector<Value> parts = call_op("split", {x, int64_t(2), int64_t(1)});
   EXPECT_EQ(std::get<std::vector<Tensor>>(parts.at(0)).size(), 2u);
   EXPECT_EQ(std::get<std::vector<Tensor>>(call_op("split", {x, Dims{1, 3}, int64_t(1)}).at(0))[1].size(1), 3);
+  const Tensor w = random_tensor({6, 5}, kFloat64, Layout::Contiguous, 2);  // nn.functional's ops too
+  expect_equal(first(call_op("linear", {x, w})), nn::functional::linear(x, w));
+  expect_equal(first(call_op("layer_norm", {x, Dims{5}})), nn::functional::layer_norm(x, {5}));
   Tensor y = zeros({2}, kFloat64);
   call_op("fill_", {y, 3.0});
   expect_equal(y, full({2}, 3.0, kFloat64));  // in place, on the caller's tensor
@@ -108,6 +112,7 @@ std::optional<std::vector<Value>> sample(const OpSchema& op, uint64_t seed) {
 #undef FLB_DOMAIN
   auto [lo, hi] = domains.count(op.name) ? domains[op.name] : std::pair{0.5, 2.0};
   std::vector<Value> args;
+  if (op.variants == OpVariants::Functional) return std::nullopt;  // nn's arguments have shapes of their own
   for (size_t i = 0; i < op.arguments.size(); ++i) {
     const SchemaArg& a = op.arguments[i];
     if (a.kind == ArgKind::Generator || kRejected.count(op.name)) return std::nullopt;

@@ -24,6 +24,9 @@ KNOWN_DIFFERENCES = {
     "unique": "torch.unique is a Python wrapper taking (*args, **kwargs); its documented signature "
               "(input, sorted=True, return_inverse=False, return_counts=False, dim=None) is ours without dim",
     "norm": "torch's default p='fro' equals p=2 on the reduced elements; flambeau's p is a number (2.0)",
+    "dropout": "flambeau's dropout takes a generator; torch's F.dropout an inplace flag",
+    "linear_cross_entropy": "z_loss and chunk_size are flambeau's (torch 2.13 takes an options object); "
+                            "flambeau.nn.functional's wrapper also takes ignore_index=None for -100, as torch",
     "sort": "torch's Python binding takes dim and descending positionally, as here (aten: keyword-only)",
     "argsort": "torch's Python binding takes dim and descending positionally, as here (aten: keyword-only)",
 }
@@ -57,7 +60,10 @@ def test_binding_follows_the_schema(name):
     expected = [(a["name"], literal(a["default"]) if a["default"] is not None else "<required>") for a in args]
     kwarg_only = [a["kwarg_only"] for a in args]
     kw = kwarg_only.index(True) if True in kwarg_only else None
-    if op["function"]:
+    if op["functional"]:
+        assert python_signature(getattr(fl._C._nn, name)) == (expected, kw)
+        assert callable(getattr(fl.nn.functional, name))
+    elif op["function"]:
         assert python_signature(getattr(fl._C, name)) == (expected, kw)
         assert getattr(fl, name) is getattr(fl._C, name)
     else:
@@ -79,7 +85,7 @@ def torch_match(op):
     written in Python), else those of the aten overload that has every argument of op (no
     out= overloads)."""
     ours = [a["name"] for a in op["arguments"]]
-    fn = getattr(torch, op["name"], None)
+    fn = getattr(torch.nn.functional if op["functional"] else torch, op["name"], None)
     if inspect.isfunction(fn):
         params = inspect.signature(fn).parameters
         return {n: PythonArg(p) for n, p in params.items()} if all(n in params for n in ours) else None
@@ -124,6 +130,11 @@ HAND_BOUND = {
     **dict.fromkeys(["to", "float", "double", "half", "bfloat16", "long", "int", "bool"],
                     "dtype conversions (Tensor.to's dtype form and its shorthands)"),
     "T": "a property",
+    **dict.fromkeys(["calculate_gain", "constant_", "kaiming_normal_", "kaiming_uniform_", "normal_", "trunc_normal_",
+                     "uniform_", "xavier_normal_", "xavier_uniform_"],
+                    "flambeau.nn.init (in _C._nn): initialisers filling a parameter in place, which torch writes "
+                    "in Python"),
+    "linear_cross_entropy_reference": "test-only: the unfused composite linear_cross_entropy is checked against",
 }
 
 
@@ -133,7 +144,8 @@ def test_every_public_op_has_a_schema():
     def functions(mod):
         return {n for n in dir(mod) if not n.startswith("_") and callable(getattr(mod, n))
                 and not inspect.isclass(getattr(mod, n)) and not inspect.ismodule(getattr(mod, n))}
-    public = functions(fl._C) | functions(fl) | {n for n in dir(fl.Tensor) if not n.startswith("_")}
+    public = (functions(fl._C) | functions(fl) | functions(fl.nn.functional) | functions(fl._C._nn)
+              | {n for n in dir(fl.Tensor) if not n.startswith("_")})
     in_place_of_schema_op = {n for n in public if n.endswith("_") and n[:-1] in SCHEMAS}
     missing = sorted(public - set(SCHEMAS) - in_place_of_schema_op - set(HAND_BOUND)
                      - set(test_op_coverage.NOT_COMPARED))
@@ -164,6 +176,8 @@ def generated_calls(op):
     required, flags = [], []
     if any(a["kind"] == "Generator" for a in op["arguments"]):
         return []  # random: torch draws other numbers
+    if op["functional"]:
+        return []  # nn.functional's arguments have shapes of their own (test_opinfo_more, test_nn)
     for i, a in enumerate(op["arguments"]):
         if i == 0:
             if a["kind"] != "Tensor" or a["list"]:
@@ -185,7 +199,7 @@ def generated_calls(op):
 
 def call(lib, op, args, kwargs):
     name = op["name"]
-    if op["function"]:
+    if op["function"] or op["functional"]:
         fn = getattr(lib, name, None) or getattr(lib.nn.functional, name)  # torch.nn.functional.gelu
         return fn(*args, **kwargs)
     return getattr(args[0], name)(*args[1:], **kwargs)

@@ -4,12 +4,12 @@ from .. import _C
 
 def one_hot(tensor, num_classes=-1):
     """int64 tensor of shape tensor.shape + (num_classes,); -1 infers max + 1."""
-    return _C._one_hot(tensor, num_classes)
+    return _C._nn.one_hot(tensor, num_classes)
 
 
 def embedding(input, weight, padding_idx=None):
     """Rows of weight picked by the integer tensor input."""
-    return _C._embedding(weight, input, padding_idx)
+    return _C._nn.embedding(input, weight, padding_idx)
 
 
 def linear(input, weight, bias=None):
@@ -84,9 +84,9 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     processed chunk_size at a time (chosen from the sizes and the cache when None) and the
     [N, C] logits never exist. ignore_index=None means -100 (as torch). z_loss is not
     weighted by the class weights; 'mean' divides it by the cross-entropy's normaliser."""
-    return _C._nn.linear_cross_entropy(input, linear_weight, target, linear_bias, weight, reduction,
-                                       -100 if ignore_index is None else ignore_index, label_smoothing, z_loss,
-                                       chunk_size)
+    return _C._nn.linear_cross_entropy(input, linear_weight, target, linear_bias=linear_bias, weight=weight,
+                                       reduction=reduction, ignore_index=-100 if ignore_index is None else ignore_index,
+                                       label_smoothing=label_smoothing, z_loss=z_loss, chunk_size=chunk_size)
 
 
 def mse_loss(input, target, reduction="mean"):
@@ -101,7 +101,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return _C._nn.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v, by a tiled kernel that never builds the score matrix."""
-    return _C._scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    return _C._nn.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                                               enable_gqa=enable_gqa)

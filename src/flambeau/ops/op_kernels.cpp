@@ -2,6 +2,10 @@
 // argument order, or an adaptor below where the C++ API differs (members, merged overloads,
 // Python-only arguments). A kernel whose parameters do not carry its schema's arguments
 // (count and kinds, schema_text::matches) fails to build.
+// The one file of ops/ that sees nn/: the table covers nn.functional's ops too.
+#include "flambeau/nn/attention.h"
+#include "flambeau/nn/functional.h"
+#include "flambeau/nn/linear_cross_entropy.h"
 #include "flambeau/ops/op_schemas.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/ops/registry.h"
@@ -61,6 +65,10 @@ Tensor clone(const Tensor& t) { return t.clone(); }
 Tensor copy_(Tensor& t, const Tensor& src) { return t.copy_(src); }
 Tensor fill_(Tensor& t, Scalar value) { return t.fill_(value); }
 Tensor zero_(Tensor& t) { return t.zero_(); }
+// torch's argument order (indices first).
+Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
+  return flambeau::embedding(weight, input, padding_idx);
+}
 
 }  // namespace adapt
 

@@ -3,7 +3,8 @@
 // Tensor other) -> Tensor"); schemas::<op> is each op's schema text.
 // X(id, schema, variants, kernel):
 //   variants: Both (flambeau.<op> and Tensor.<op>, the first argument as self), Function
-//     (flambeau.<op> only) or Method (Tensor.<op> only);
+//     (flambeau.<op> only), Method (Tensor.<op> only) or Functional (flambeau._C._nn.<op>,
+//     what flambeau.nn.functional.<op> calls);
 //   kernel: the C++ function the op registry (ops/registry.h) calls by name, its arguments
 //     in the schema's order (adapt::<op> in ops/op_kernels.cpp where the C++ API differs).
 // The Python binding of each op takes its argument names, defaults and keyword-only marker
@@ -126,6 +127,44 @@
   X(cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", Function, &cat)                                               \
   X(stack, "stack(Tensor[] tensors, int dim=0) -> Tensor", Function, &stack)                                         \
   X(chunk, "chunk(Tensor input, int chunks, int dim=0) -> Tensor[]", Both, &chunk)                                   \
+  /* nn.functional: bound in flambeau._C._nn (wrapped by flambeau.nn.functional) */                                 \
+  X(linear, "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", Functional, &nn::functional::linear) \
+  X(layer_norm,                                                                                                      \
+    "layer_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) "     \
+    "-> Tensor",                                                                                                     \
+    Functional, &nn::functional::layer_norm)                                                                         \
+  X(rms_norm, "rms_norm(Tensor input, int[] normalized_shape, Tensor? weight=None, float? eps=None) -> Tensor",      \
+    Functional, &nn::functional::rms_norm)                                                                           \
+  X(dropout, "dropout(Tensor input, float p=0.5, bool training=True, Generator? generator=None) -> Tensor",          \
+    Functional, &nn::functional::dropout)                                                                            \
+  X(embedding, "embedding(Tensor input, Tensor weight, int? padding_idx=None) -> Tensor", Functional,               \
+    &adapt::embedding)                                                                                               \
+  X(one_hot, "one_hot(Tensor input, int num_classes=-1) -> Tensor", Functional, &one_hot)                            \
+  X(scaled_dot_product_attention,                                                                                    \
+    "scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "                  \
+    "float dropout_p=0.0, bool is_causal=False, *, float? scale=None, bool enable_gqa=False) -> Tensor",                \
+    Functional, &nn::scaled_dot_product_attention)                                                                   \
+  X(cross_entropy,                                                                                                   \
+    "cross_entropy(Tensor input, Tensor target, Tensor? weight=None, int ignore_index=-100, "                        \
+    "str reduction=\"mean\", float label_smoothing=0.0) -> Tensor",                                                  \
+    Functional, &nn::functional::cross_entropy)                                                                      \
+  X(nll_loss,                                                                                                        \
+    "nll_loss(Tensor input, Tensor target, Tensor? weight=None, int ignore_index=-100, str reduction=\"mean\") "     \
+    "-> Tensor",                                                                                                     \
+    Functional, &nn::functional::nll_loss)                                                                           \
+  X(mse_loss, "mse_loss(Tensor input, Tensor target, str reduction=\"mean\") -> Tensor", Functional,                \
+    &nn::functional::mse_loss)                                                                                       \
+  X(l1_loss, "l1_loss(Tensor input, Tensor target, str reduction=\"mean\") -> Tensor", Functional,                  \
+    &nn::functional::l1_loss)                                                                                        \
+  X(binary_cross_entropy_with_logits,                                                                                \
+    "binary_cross_entropy_with_logits(Tensor input, Tensor target, Tensor? weight=None, str reduction=\"mean\", "    \
+    "Tensor? pos_weight=None) -> Tensor",                                                                            \
+    Functional, &nn::functional::binary_cross_entropy_with_logits)                                                   \
+  X(linear_cross_entropy,                                                                                            \
+    "linear_cross_entropy(Tensor input, Tensor linear_weight, Tensor target, *, Tensor? linear_bias=None, "          \
+    "Tensor? weight=None, str reduction=\"mean\", int ignore_index=-100, float label_smoothing=0.0, "               \
+    "float z_loss=0.0, int? chunk_size=None) -> Tensor",                                                             \
+    Functional, &nn::functional::linear_cross_entropy)                                                               \
   /* random sampling */                                                                                              \
   X(multinomial,                                                                                                     \
     "multinomial(Tensor input, int num_samples, bool replacement=False, *, Generator? generator=None) -> Tensor",    \

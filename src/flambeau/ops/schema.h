@@ -27,8 +27,8 @@ struct SchemaArg {
 };
 
 // Where an op is bound in Python: flambeau.<op> (Function), Tensor.<op> with the first
-// argument as self (Method), or both.
-enum class OpVariants : uint8_t { Function, Method, Both };
+// argument as self (Method), both, or flambeau._C._nn.<op> (Functional: nn.functional's).
+enum class OpVariants : uint8_t { Function, Method, Both, Functional };
 
 struct OpSchema {
   OpVariants variants = OpVariants::Both;
