@@ -229,7 +229,9 @@ def _run_rows(rows):
     return results
 
 
-@pytest.fixture(scope="module")
+# Session scope: a shuffled run leaves and re-enters this module many times, and a module
+# fixture would run the child process again each time (about 1.2 s).
+@pytest.fixture(scope="session")
 def outcomes():
     return _run_rows(ROWS)
 
