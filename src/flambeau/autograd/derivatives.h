@@ -153,6 +153,19 @@ void embedding(Tensor& out, const Tensor& weight, const Tensor& indices, std::op
 void index(Tensor& out, const Tensor& self, const IndexList& indices);
 void index_put(Tensor& out, const Tensor& self, const IndexList& indices, const Tensor& values, bool accumulate);
 void bernoulli(Tensor& out, const Tensor& p, std::optional<Generator> gen);
+// Views (ops/view.cpp): an op that returned its input records nothing.
+void view(Tensor& out, const Tensor& t, const Dims& shape);
+void permute(Tensor& out, const Tensor& t, const Dims& dims);
+void transpose(Tensor& out, const Tensor& t, int64_t dim0, int64_t dim1);
+void t(Tensor& out, const Tensor& x);
+void expand(Tensor& out, const Tensor& t, const Dims& shape);
+void slice(Tensor& out, const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+           int64_t step);
+void select(Tensor& out, const Tensor& t, int64_t dim, int64_t index);
+void squeeze(Tensor& out, const Tensor& t);
+void squeeze(Tensor& out, const Tensor& t, int64_t dim);
+void unsqueeze(Tensor& out, const Tensor& t, int64_t dim);
+void as_strided(Tensor& out, const Tensor& t, const Dims& size, const Dims& stride, std::optional<int64_t> offset);
 }  // namespace derivative
 
 // Runs `forward` below autograd (grad mode off, so the ops it calls record nothing), then,

@@ -167,4 +167,65 @@ void bernoulli(Tensor& out, const Tensor& p, std::optional<Generator>) {
   record_zero_grad("BernoulliBackward0", p, out);
 }
 
+// ---- views --------------------------------------------------------------------------------
+namespace {
+// The view's gradient is the incoming one reshaped back to t's shape.
+void reshaped(const char* node, Tensor& out, const Tensor& t) {
+  const Dims shape = t.sizes();
+  record_view(node, t, out, [shape](const Tensor& g) { return g.reshape(shape); });
+}
+}  // namespace
+
+void view(Tensor& out, const Tensor& t, const Dims&) { reshaped("ViewBackward0", out, t); }
+void squeeze(Tensor& out, const Tensor& t) { reshaped("SqueezeBackward0", out, t); }
+void squeeze(Tensor& out, const Tensor& t, int64_t) { reshaped("SqueezeBackward1", out, t); }
+void unsqueeze(Tensor& out, const Tensor& t, int64_t) { reshaped("UnsqueezeBackward0", out, t); }
+void permute(Tensor& out, const Tensor& t, const Dims& dims) {
+  Dims inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], t.dim(), "permute"))] = int64_t(i);
+  record_view("PermuteBackward0", t, out, [inverse](const Tensor& g) { return g.permute(inverse); });
+}
+void transpose(Tensor& out, const Tensor& t, int64_t dim0, int64_t dim1) {
+  if (out.impl() == t.impl()) return;  // a 0-dim input, returned as is
+  const int64_t a = wrap_dim(dim0, t.dim(), "transpose"), b = wrap_dim(dim1, t.dim(), "transpose");
+  record_view("TransposeBackward0", t, out, [a, b](const Tensor& g) { return g.transpose(a, b); });
+}
+void t(Tensor& out, const Tensor& x) {
+  if (out.impl() == x.impl()) return;  // fewer than 2 dims: returned as is
+  record_view("TBackward0", x, out, [](const Tensor& g) { return g.transpose(0, 1); });
+}
+// The node sums the gradient over the expanded dims.
+void expand(Tensor& out, const Tensor& t, const Dims&) {
+  record_view("ExpandBackward0", t, out, [](const Tensor& g) { return g; });
+}
+void slice(Tensor& out, const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+           int64_t step) {
+  const int64_t d = wrap_dim(dim, t.dim(), "slice");
+  const auto [b, e] = slice_bounds(t.size(d), start, end);
+  record_slice("SliceBackward0", t, out, [d, b, e, step](const Tensor& gi) { return gi.slice(d, b, e, step); });
+}
+void select(Tensor& out, const Tensor& t, int64_t dim, int64_t index) {
+  const int64_t d = wrap_dim(dim, t.dim(), "select");
+  const int64_t i = index < 0 ? index + t.size(d) : index;
+  record_slice("SelectBackward0", t, out, [d, i](const Tensor& gi) { return gi.select(d, i); });
+}
+// Each gradient element is added at its storage position (positions the view reaches twice
+// get both), on a zero canvas laid out like the input's storage.
+void as_strided(Tensor& out, const Tensor& t, const Dims& size, const Dims& stride, std::optional<int64_t> offset) {
+  const int64_t elems = int64_t(t.storage()->nbytes / t.element_size()), off = offset.value_or(t.storage_offset());
+  record_view("AsStridedBackward0", t, out,
+              [elems, size, stride, off, in_size = t.sizes(), in_stride = t.strides(),
+               in_off = t.storage_offset()](const Tensor& g) {
+                Tensor pos = full({}, off, kInt64);
+                for (size_t i = 0; i < size.size(); ++i) {
+                  Dims shape(size.size(), 1);
+                  shape[i] = size[i];
+                  pos = flambeau::add(pos, flambeau::mul(arange(size[i]), stride[i]).reshape(shape));
+                }
+                Tensor flat = zeros({elems}, g.dtype());
+                index_add_(flat, 0, pos.expand(size).reshape({-1}), g.reshape({-1}));
+                return flat.as_strided(in_size, in_stride, in_off);
+              });
+}
+
 }  // namespace flambeau::autograd::derivative

@@ -95,4 +95,10 @@ Dims broadcast_shapes(const Dims& a, const Dims& b, const char* op) {
   return out;
 }
 
+std::pair<int64_t, int64_t> slice_bounds(int64_t n, std::optional<int64_t> start, std::optional<int64_t> end) {
+  auto clamp = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  const int64_t b = start ? clamp(*start) : 0, e = end ? clamp(*end) : n;
+  return {b, std::max(e, b)};
+}
+
 }  // namespace flambeau

@@ -2,7 +2,9 @@
 // broadcasting and printing "(3, 4)".
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "flambeau/core/small_vector.h"
 
@@ -24,6 +26,9 @@ Dims contiguous_strides(const Dims& shape);
 std::string shape_str(const Dims& shape);  // "(3, 4)", "(5,)", "()"
 // Maps a possibly negative dim into [0, ndim); raises IndexError naming `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// [begin, end) that slice(start, end) picks from a dim of size n: negative bounds count from
+// the end, both are clamped to [0, n], and end is at least begin.
+std::pair<int64_t, int64_t> slice_bounds(int64_t n, std::optional<int64_t> start, std::optional<int64_t> end);
 // The broadcast shape of a and b; raises ValueError naming `op` when they do not broadcast.
 Dims broadcast_shapes(const Dims& a, const Dims& b, const char* op);
 

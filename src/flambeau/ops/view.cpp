@@ -17,6 +17,16 @@ Tensor with_geometry(const Tensor& t, Dims sizes, Dims strides, int64_t offset) 
   return out;
 }
 
+// A view op: reported to the op hook as `name`; its body runs below autograd and its
+// derivative (autograd::derivative::<op>, op_derivatives.cpp) records the backward node:
+//   return diff_view("permute", *this, dims)([&]() -> Tensor { ... }, [&](Tensor& out) { ... });
+template <class... Args>
+auto diff_view(std::string_view name, const Args&... args) {
+  return [pending = op_hook::op(name, args...)](const auto& body, const auto& derivative) -> Tensor {
+    return pending([&]() -> Tensor { return autograd::forward_then_derivative(body, derivative); });
+  };
+}
+
 // A view whose gradient is the incoming one reshaped back to the input's shape.
 Tensor reshaped_view(const char* name, const Tensor& in, Tensor out) {
   const Dims shape = in.sizes();
@@ -82,13 +92,13 @@ bool view_strides(const Tensor& t, const Dims& shape, Dims& out) {
 }  // namespace
 
 Tensor Tensor::view(const Dims& shape) const {
-  return op_hook::op("view", *this, shape)([&]() -> Tensor {
+  return diff_view("view", *this, shape)([&]() -> Tensor {
     Dims s = infer_shape("view", shape, numel()), st;
     FLB_CHECK(view_strides(*this, s, st), ValueError, "[view] size ", shape_str(s),
               " is not compatible with input's size ", shape_str(sizes()), " and stride ",
               shape_str(strides()), "; use reshape() instead");
-    return reshaped_view("ViewBackward0", *this, with_geometry(*this, s, st, storage_offset()));
-  });
+    return with_geometry(*this, s, st, storage_offset());
+  }, [&](Tensor& out) { autograd::derivative::view(out, *this, shape); });
 }
 
 Tensor Tensor::reshape(const Dims& shape) const {
@@ -103,7 +113,7 @@ Tensor Tensor::reshape(const Dims& shape) const {
 }
 
 Tensor Tensor::permute(const Dims& dims) const {
-  return op_hook::op("permute", *this, dims)([&]() -> Tensor {
+  return diff_view("permute", *this, dims)([&]() -> Tensor {
     FLB_CHECK(int64_t(dims.size()) == dim(), ValueError, "[permute] number of dims ", dims.size(),
               " doesn't match the tensor's ", dim(), " dims");
     Dims s(dims.size()), st(dims.size());
@@ -115,44 +125,36 @@ Tensor Tensor::permute(const Dims& dims) const {
       s[i] = sizes()[d];
       st[i] = strides()[d];
     }
-    Tensor out = with_geometry(*this, s, st, storage_offset());
-    Dims inverse(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], dim(), "permute"))] = int64_t(i);
-    autograd::record_view("PermuteBackward0", *this, out, [inverse](const Tensor& g) { return g.permute(inverse); });
-    return out;
-  });
+    return with_geometry(*this, s, st, storage_offset());
+  }, [&](Tensor& out) { autograd::derivative::permute(out, *this, dims); });
 }
 
 namespace {
-// t with dims d0 and d1 swapped; `node`: the backward node's name.
-Tensor transposed(const Tensor& t, int64_t d0, int64_t d1, const char* node) {
+// t with dims d0 and d1 swapped.
+Tensor transposed(const Tensor& t, int64_t d0, int64_t d1) {
   Dims s = t.sizes(), st = t.strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
-  Tensor out = with_geometry(t, s, st, t.storage_offset());
-  autograd::record_view(node, t, out, [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
-  return out;
+  return with_geometry(t, s, st, t.storage_offset());
 }
 }  // namespace
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  return op_hook::op("transpose", *this, d0, d1)([&]() -> Tensor {
-    d0 = wrap_dim(d0, dim(), "transpose");
-    d1 = wrap_dim(d1, dim(), "transpose");
-    if (dim() == 0) return *this;
-    return transposed(*this, d0, d1, "TransposeBackward0");
-  });
+  return diff_view("transpose", *this, d0, d1)([&]() -> Tensor {
+    const int64_t a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
+    return dim() == 0 ? *this : transposed(*this, a, b);
+  }, [&](Tensor& out) { autograd::derivative::transpose(out, *this, d0, d1); });
 }
 
 Tensor Tensor::t() const {
-  return op_hook::op("t", *this)([&]() -> Tensor {
+  return diff_view("t", *this)([&]() -> Tensor {
     FLB_CHECK(dim() <= 2, ValueError, "[t] expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
-    return dim() < 2 ? *this : transposed(*this, 0, 1, "TBackward0");
-  });
+    return dim() < 2 ? *this : transposed(*this, 0, 1);
+  }, [&](Tensor& out) { autograd::derivative::t(out, *this); });
 }
 
 Tensor Tensor::expand(const Dims& shape) const {
-  return op_hook::op("expand", *this, shape)([&]() -> Tensor {
+  return diff_view("expand", *this, shape)([&]() -> Tensor {
     FLB_CHECK(shape.size() >= size_t(dim()), ValueError, "[expand] the number of sizes provided (",
               shape.size(), ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
     const int64_t off = int64_t(shape.size()) - dim();
@@ -174,11 +176,8 @@ Tensor Tensor::expand(const Dims& shape) const {
       st[i] = want == sizes()[d] ? strides()[d] : 0;
     }
     checked_numel(s, "expand");
-    Tensor out = with_geometry(*this, s, st, storage_offset());
-    // The node sums the gradient over the expanded dims.
-    autograd::record_view("ExpandBackward0", *this, out, [](const Tensor& g) { return g; });
-    return out;
-  });
+    return with_geometry(*this, s, st, storage_offset());
+  }, [&](Tensor& out) { autograd::derivative::expand(out, *this, shape); });
 }
 
 Tensor Tensor::broadcast_to(const Dims& shape) const {
@@ -187,39 +186,31 @@ Tensor Tensor::broadcast_to(const Dims& shape) const {
   });
 }
 
-Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
-  return op_hook::op("slice", *this, d, start, end, step)([&]() -> Tensor {
+Tensor Tensor::slice(int64_t dim_, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
+  return diff_view("slice", *this, dim_, start, end, step)([&]() -> Tensor {
     FLB_CHECK(dim() > 0, IndexError, "[slice] cannot slice a 0-dim tensor");
-    d = wrap_dim(d, dim(), "slice");
+    const int64_t d = wrap_dim(dim_, dim(), "slice");
     FLB_CHECK(step > 0, ValueError, "[slice] step must be positive, got ", step);
-    const int64_t n = sizes()[d];
-    auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
-    int64_t b = start ? clampi(*start) : 0, e = end ? clampi(*end) : n;
-    e = std::max(e, b);
+    const auto [b, e] = slice_bounds(sizes()[d], start, end);
     Dims s = sizes(), st = strides();
     s[d] = (e - b + step - 1) / step;
     st[d] = strides()[d] * step;
-    Tensor out = with_geometry(*this, s, st, storage_offset() + b * strides()[d]);
-    autograd::record_slice("SliceBackward0", *this, out, [d, b, e, step](const Tensor& gi) { return gi.slice(d, b, e, step); });
-    return out;
-  });
+    return with_geometry(*this, s, st, storage_offset() + b * strides()[d]);
+  }, [&](Tensor& out) { autograd::derivative::slice(out, *this, dim_, start, end, step); });
 }
 
-Tensor Tensor::select(int64_t d, int64_t index) const {
-  return op_hook::op("select", *this, d, index)([&]() -> Tensor {
+Tensor Tensor::select(int64_t dim_, int64_t index) const {
+  return diff_view("select", *this, dim_, index)([&]() -> Tensor {
     FLB_CHECK(dim() > 0, IndexError, "[select] select() cannot be applied to a 0-dim tensor");
-    d = wrap_dim(d, dim(), "select");
+    const int64_t d = wrap_dim(dim_, dim(), "select");
     const int64_t n = sizes()[d];
     FLB_CHECK(index >= -n && index < n, IndexError, "[select] index ", index,
               " is out of bounds for dimension ", d, " with size ", n);
-    if (index < 0) index += n;
     Dims s = sizes(), st = strides();
     s.erase(d);
     st.erase(d);
-    Tensor out = with_geometry(*this, s, st, storage_offset() + index * strides()[d]);
-    autograd::record_slice("SelectBackward0", *this, out, [d, index](const Tensor& gi) { return gi.select(d, index); });
-    return out;
-  });
+    return with_geometry(*this, s, st, storage_offset() + (index < 0 ? index + n : index) * strides()[d]);
+  }, [&](Tensor& out) { autograd::derivative::select(out, *this, dim_, index); });
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -235,37 +226,37 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::squeeze() const {
-  return op_hook::op("squeeze", *this)([&]() -> Tensor {
+  return diff_view("squeeze", *this)([&]() -> Tensor {
     Dims s, st;
     for (int64_t d = 0; d < dim(); ++d)
       if (sizes()[d] != 1) {
         s.push_back(sizes()[d]);
         st.push_back(strides()[d]);
       }
-    return reshaped_view("SqueezeBackward0", *this, with_geometry(*this, s, st, storage_offset()));
-  });
+    return with_geometry(*this, s, st, storage_offset());
+  }, [&](Tensor& out) { autograd::derivative::squeeze(out, *this); });
 }
 
-Tensor Tensor::squeeze(int64_t d) const {
-  return op_hook::op("squeeze", *this, d)([&]() -> Tensor {
-    d = wrap_dim(d, dim(), "squeeze");
-    if (dim() == 0 || sizes()[d] != 1) return reshaped_view("SqueezeBackward1", *this, with_geometry(*this, sizes(), strides(), storage_offset()));
+Tensor Tensor::squeeze(int64_t dim_) const {
+  return diff_view("squeeze", *this, dim_)([&]() -> Tensor {
+    const int64_t d = wrap_dim(dim_, dim(), "squeeze");
+    if (dim() == 0 || sizes()[d] != 1) return with_geometry(*this, sizes(), strides(), storage_offset());
     Dims s = sizes(), st = strides();
     s.erase(d);
     st.erase(d);
-    return reshaped_view("SqueezeBackward1", *this, with_geometry(*this, s, st, storage_offset()));
-  });
+    return with_geometry(*this, s, st, storage_offset());
+  }, [&](Tensor& out) { autograd::derivative::squeeze(out, *this, dim_); });
 }
 
-Tensor Tensor::unsqueeze(int64_t d) const {
-  return op_hook::op("unsqueeze", *this, d)([&]() -> Tensor {
-    d = wrap_dim(d, dim() + 1, "unsqueeze");
+Tensor Tensor::unsqueeze(int64_t dim_) const {
+  return diff_view("unsqueeze", *this, dim_)([&]() -> Tensor {
+    const int64_t d = wrap_dim(dim_, dim() + 1, "unsqueeze");
     Dims s = sizes(), st = strides();
     const int64_t stride = d < dim() ? sizes()[d] * strides()[d] : 1;
     s.insert(d, 1);
     st.insert(d, stride);
-    return reshaped_view("UnsqueezeBackward0", *this, with_geometry(*this, s, st, storage_offset()));
-  });
+    return with_geometry(*this, s, st, storage_offset());
+  }, [&](Tensor& out) { autograd::derivative::unsqueeze(out, *this, dim_); });
 }
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
@@ -298,7 +289,7 @@ Tensor Tensor::unflatten(int64_t d, const Dims& part) const {
 }
 
 Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<int64_t> offset) const {
-  return op_hook::op("as_strided", *this, size, stride, offset)([&]() -> Tensor {
+  return diff_view("as_strided", *this, size, stride, offset)([&]() -> Tensor {
     FLB_CHECK(size.size() == stride.size(), ValueError, "[as_strided] mismatch in length of strides and shape");
     const int64_t off = offset.value_or(storage_offset());
     FLB_CHECK(off >= 0, ValueError, "[as_strided] negative storage offset ", off);
@@ -312,24 +303,8 @@ Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<in
     const int64_t elems = int64_t(storage()->nbytes / element_size());
     FLB_CHECK(empty || max_index < elems, ValueError, "[as_strided] size ", shape_str(size), " stride ",
               shape_str(stride), " offset ", off, " is out of bounds for storage of ", elems, " elements");
-    Tensor out = with_geometry(*this, size, stride, off);
-    // Backward: each gradient element is added at its storage position (positions the view
-    // reaches twice get both), on a zero canvas laid out like the input's storage.
-    autograd::record_view("AsStridedBackward0", *this, out,
-                          [elems, size, stride, off, in_size = sizes(), in_stride = strides(),
-                           in_off = storage_offset()](const Tensor& g) {
-                            Tensor pos = full({}, off, kInt64);
-                            for (size_t i = 0; i < size.size(); ++i) {
-                              Dims shape(size.size(), 1);
-                              shape[i] = size[i];
-                              pos = flambeau::add(pos, flambeau::mul(arange(size[i]), stride[i]).reshape(shape));
-                            }
-                            Tensor flat = zeros({elems}, g.dtype());
-                            index_add_(flat, 0, pos.expand(size).reshape({-1}), g.reshape({-1}));
-                            return flat.as_strided(in_size, in_stride, in_off);
-                          });
-    return out;
-  });
+    return with_geometry(*this, size, stride, off);
+  }, [&](Tensor& out) { autograd::derivative::as_strided(out, *this, size, stride, offset); });
 }
 
 }  // namespace flambeau
