@@ -166,6 +166,9 @@ void squeeze(Tensor& out, const Tensor& t);
 void squeeze(Tensor& out, const Tensor& t, int64_t dim);
 void unsqueeze(Tensor& out, const Tensor& t, int64_t dim);
 void as_strided(Tensor& out, const Tensor& t, const Dims& size, const Dims& stride, std::optional<int64_t> offset);
+// Copies (ops/copy.cpp).
+void clone(Tensor& out, const Tensor& t);
+void to(Tensor& out, const Tensor& t, DType dtype);
 }  // namespace derivative
 
 // Runs `forward` below autograd (grad mode off, so the ops it calls record nothing), then,
@@ -179,6 +182,17 @@ auto forward_then_derivative(const Forward& forward, const Derivative& derivativ
   }();
   derivative(out);
   return out;
+}
+
+// The member form of FLB_DIFF_OP (views, copies): reported to the op hook as `name`; the
+// body runs below autograd, then the derivative records the backward node:
+//   return autograd::diff_member("permute", *this, dims)([&]() -> Tensor { ... },
+//                                 [&](Tensor& out) { derivative::permute(out, *this, dims); });
+template <class... Args>
+auto diff_member(std::string_view name, const Args&... args) {
+  return [pending = op_hook::op(name, args...)](const auto& body, const auto& derivative) -> Tensor {
+    return pending([&]() -> Tensor { return forward_then_derivative(body, derivative); });
+  };
 }
 
 }  // namespace flambeau::autograd

@@ -228,4 +228,10 @@ void as_strided(Tensor& out, const Tensor& t, const Dims& size, const Dims& stri
               });
 }
 
+// ---- copies -------------------------------------------------------------------------------
+void clone(Tensor& out, const Tensor& t) { record_identity("CloneBackward0", t, out); }
+void to(Tensor& out, const Tensor& t, DType) {
+  if (out.impl() != t.impl()) record_identity("ToCopyBackward0", t, out);  // same dtype: t itself
+}
+
 }  // namespace flambeau::autograd::derivative

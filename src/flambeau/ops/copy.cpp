@@ -115,22 +115,20 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
-  return op_hook::op("clone", *this)([&]() -> Tensor {
+  return autograd::diff_member("clone", *this)([&]() -> Tensor {
     Tensor out = empty(sizes(), dtype(), device());
     copy_values(out, *this);
-    autograd::record_identity("CloneBackward0", *this, out);
     return out;
-  });
+  }, [&](Tensor& out) { autograd::derivative::clone(out, *this); });
 }
 
 Tensor Tensor::to(DType dt) const {
-  return op_hook::op("to", *this, dt)([&]() -> Tensor {
+  return autograd::diff_member("to", *this, dt)([&]() -> Tensor {
     if (dt == dtype()) return *this;
     Tensor out = empty(sizes(), dt, device());
     copy_values(out, *this);
-    autograd::record_identity("ToCopyBackward0", *this, out);
     return out;
-  });
+  }, [&](Tensor& out) { autograd::derivative::to(out, *this, dt); });
 }
 
 }  // namespace flambeau

@@ -17,16 +17,6 @@ Tensor with_geometry(const Tensor& t, Dims sizes, Dims strides, int64_t offset) 
   return out;
 }
 
-// A view op: reported to the op hook as `name`; its body runs below autograd and its
-// derivative (autograd::derivative::<op>, op_derivatives.cpp) records the backward node:
-//   return diff_view("permute", *this, dims)([&]() -> Tensor { ... }, [&](Tensor& out) { ... });
-template <class... Args>
-auto diff_view(std::string_view name, const Args&... args) {
-  return [pending = op_hook::op(name, args...)](const auto& body, const auto& derivative) -> Tensor {
-    return pending([&]() -> Tensor { return autograd::forward_then_derivative(body, derivative); });
-  };
-}
-
 // A view whose gradient is the incoming one reshaped back to the input's shape.
 Tensor reshaped_view(const char* name, const Tensor& in, Tensor out) {
   const Dims shape = in.sizes();
@@ -92,7 +82,7 @@ bool view_strides(const Tensor& t, const Dims& shape, Dims& out) {
 }  // namespace
 
 Tensor Tensor::view(const Dims& shape) const {
-  return diff_view("view", *this, shape)([&]() -> Tensor {
+  return autograd::diff_member("view", *this, shape)([&]() -> Tensor {
     Dims s = infer_shape("view", shape, numel()), st;
     FLB_CHECK(view_strides(*this, s, st), ValueError, "[view] size ", shape_str(s),
               " is not compatible with input's size ", shape_str(sizes()), " and stride ",
@@ -113,7 +103,7 @@ Tensor Tensor::reshape(const Dims& shape) const {
 }
 
 Tensor Tensor::permute(const Dims& dims) const {
-  return diff_view("permute", *this, dims)([&]() -> Tensor {
+  return autograd::diff_member("permute", *this, dims)([&]() -> Tensor {
     FLB_CHECK(int64_t(dims.size()) == dim(), ValueError, "[permute] number of dims ", dims.size(),
               " doesn't match the tensor's ", dim(), " dims");
     Dims s(dims.size()), st(dims.size());
@@ -140,21 +130,21 @@ Tensor transposed(const Tensor& t, int64_t d0, int64_t d1) {
 }  // namespace
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  return diff_view("transpose", *this, d0, d1)([&]() -> Tensor {
+  return autograd::diff_member("transpose", *this, d0, d1)([&]() -> Tensor {
     const int64_t a = wrap_dim(d0, dim(), "transpose"), b = wrap_dim(d1, dim(), "transpose");
     return dim() == 0 ? *this : transposed(*this, a, b);
   }, [&](Tensor& out) { autograd::derivative::transpose(out, *this, d0, d1); });
 }
 
 Tensor Tensor::t() const {
-  return diff_view("t", *this)([&]() -> Tensor {
+  return autograd::diff_member("t", *this)([&]() -> Tensor {
     FLB_CHECK(dim() <= 2, ValueError, "[t] expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
     return dim() < 2 ? *this : transposed(*this, 0, 1);
   }, [&](Tensor& out) { autograd::derivative::t(out, *this); });
 }
 
 Tensor Tensor::expand(const Dims& shape) const {
-  return diff_view("expand", *this, shape)([&]() -> Tensor {
+  return autograd::diff_member("expand", *this, shape)([&]() -> Tensor {
     FLB_CHECK(shape.size() >= size_t(dim()), ValueError, "[expand] the number of sizes provided (",
               shape.size(), ") must be greater or equal to the number of dimensions in the tensor (", dim(), ")");
     const int64_t off = int64_t(shape.size()) - dim();
@@ -187,7 +177,7 @@ Tensor Tensor::broadcast_to(const Dims& shape) const {
 }
 
 Tensor Tensor::slice(int64_t dim_, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
-  return diff_view("slice", *this, dim_, start, end, step)([&]() -> Tensor {
+  return autograd::diff_member("slice", *this, dim_, start, end, step)([&]() -> Tensor {
     FLB_CHECK(dim() > 0, IndexError, "[slice] cannot slice a 0-dim tensor");
     const int64_t d = wrap_dim(dim_, dim(), "slice");
     FLB_CHECK(step > 0, ValueError, "[slice] step must be positive, got ", step);
@@ -200,7 +190,7 @@ Tensor Tensor::slice(int64_t dim_, std::optional<int64_t> start, std::optional<i
 }
 
 Tensor Tensor::select(int64_t dim_, int64_t index) const {
-  return diff_view("select", *this, dim_, index)([&]() -> Tensor {
+  return autograd::diff_member("select", *this, dim_, index)([&]() -> Tensor {
     FLB_CHECK(dim() > 0, IndexError, "[select] select() cannot be applied to a 0-dim tensor");
     const int64_t d = wrap_dim(dim_, dim(), "select");
     const int64_t n = sizes()[d];
@@ -226,7 +216,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::squeeze() const {
-  return diff_view("squeeze", *this)([&]() -> Tensor {
+  return autograd::diff_member("squeeze", *this)([&]() -> Tensor {
     Dims s, st;
     for (int64_t d = 0; d < dim(); ++d)
       if (sizes()[d] != 1) {
@@ -238,7 +228,7 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(int64_t dim_) const {
-  return diff_view("squeeze", *this, dim_)([&]() -> Tensor {
+  return autograd::diff_member("squeeze", *this, dim_)([&]() -> Tensor {
     const int64_t d = wrap_dim(dim_, dim(), "squeeze");
     if (dim() == 0 || sizes()[d] != 1) return with_geometry(*this, sizes(), strides(), storage_offset());
     Dims s = sizes(), st = strides();
@@ -249,7 +239,7 @@ Tensor Tensor::squeeze(int64_t dim_) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t dim_) const {
-  return diff_view("unsqueeze", *this, dim_)([&]() -> Tensor {
+  return autograd::diff_member("unsqueeze", *this, dim_)([&]() -> Tensor {
     const int64_t d = wrap_dim(dim_, dim() + 1, "unsqueeze");
     Dims s = sizes(), st = strides();
     const int64_t stride = d < dim() ? sizes()[d] * strides()[d] : 1;
@@ -289,7 +279,7 @@ Tensor Tensor::unflatten(int64_t d, const Dims& part) const {
 }
 
 Tensor Tensor::as_strided(const Dims& size, const Dims& stride, std::optional<int64_t> offset) const {
-  return diff_view("as_strided", *this, size, stride, offset)([&]() -> Tensor {
+  return autograd::diff_member("as_strided", *this, size, stride, offset)([&]() -> Tensor {
     FLB_CHECK(size.size() == stride.size(), ValueError, "[as_strided] mismatch in length of strides and shape");
     const int64_t off = offset.value_or(storage_offset());
     FLB_CHECK(off >= 0, ValueError, "[as_strided] negative storage offset ", off);
