@@ -52,5 +52,6 @@ void bind_nn(nb::module_& m);
 void bind_cpp_layers(nb::module_& nm);
 void bind_io(nb::module_& m);
 void bind_flex(nb::module_& m);
+void bind_distributed(nb::module_& m);
 
 }  // namespace flambeau::python

@@ -116,4 +116,5 @@ NB_MODULE(_C, m) {
   bind_nn(m);
   bind_io(m);
   bind_flex(m);
+  bind_distributed(m);
 }

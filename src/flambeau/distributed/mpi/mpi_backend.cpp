@@ -1,0 +1,790 @@
+// The Open MPI engine (libopenmpi-dev; run under mpirun). Rank and size come from MPI.
+// Each backend owns an MPI communicator (a dup of MPI_COMM_WORLD, or a split of its
+// parent's) and runs every op in MPI's non-blocking form, polling MPI_Testsome until the op
+// completes, its timeout passes or abort() is called (Note [MPI polling]). MPI cannot
+// cancel a collective, so a timeout or abort leaves the requests pending: the backend is
+// dead from then on (every later call throws Aborted) and keeps the buffers of the pending
+// requests alive for the rest of the process, so that a late peer cannot write into freed
+// memory.
+//
+// Datatypes and reductions (Note [MPI datatypes]): native MPI types and ops where they have
+// PyTorch's semantics; bfloat16 and float16 travel as a 2-byte contiguous type and reduce
+// with user-defined ops over reduce_buffers, as do MIN and MAX on every floating type
+// (torch.minimum/maximum propagate NaN; MPI_MIN/MPI_MAX need not).
+//
+// Large counts (Note [MPI counts]): MPI counts are int. Elementwise ops (all_reduce,
+// broadcast, reduce, P2P) run as several requests of at most INT_MAX elements; the block
+// collectives fall back to one collective per rank (reduce-scatter: a chunked reduce per
+// rank; all-gather: a chunked broadcast per rank) or to point-to-point messages (gather,
+// scatter, all-to-all) when a block or a displacement does not fit.
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "flambeau/distributed/engines.h"
+
+namespace flambeau::distributed {
+
+bool mpi_available() { return true; }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// P2P messages of the user (send, recv, batch_p2p) use tag 0; the point-to-point fallbacks
+// of the collectives (Note [MPI counts]) use their own tag, so that the two never match.
+constexpr int kUserTag = 0;
+constexpr int kFallbackTag = 1;
+
+std::string mpi_error_text(int rc) {
+  char buf[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
+  return std::string(buf, size_t(len));
+}
+
+DistBackendError backend_error(const std::string& what, CommErrorKind kind = CommErrorKind::Backend,
+                               int peer = -1) {
+  return DistBackendError("Open MPI: " + what, kind, "", -1, peer);
+}
+
+// ---- Process-wide MPI state: one MPI_Init_thread, the 2-byte datatype, the user ops.
+
+// User-defined reductions: inout[i] = op(inout[i], in[i]) through reduce_buffers.
+template <DType D, RedOpType O>
+void user_reduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_buffers(inout, inout, in, size_t(*len), D, O);
+}
+
+constexpr int kUserOps = 4;  // SUM, PRODUCT, MIN, MAX (in RedOpType's order)
+
+struct MpiProcess {
+  int provided = 0;
+  bool we_initialized = false;
+  // With less than MPI_THREAD_MULTIPLE (MPI initialized by someone else), one MPI call at a
+  // time, under call_mutex.
+  bool serialize = false;
+  std::mutex call_mutex;
+  MPI_Datatype two_bytes = MPI_DATATYPE_NULL;  // bfloat16, float16
+  MPI_Op user_ops[kNumDTypes][kUserOps];
+  int64_t max_count = INT_MAX;
+
+  MpiProcess() {
+    for (auto& row : user_ops)
+      for (MPI_Op& op : row) op = MPI_OP_NULL;
+  }
+};
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+template <DType D>
+void create_user_ops(MpiProcess& p, bool sum_and_product) {
+  auto make = [&](RedOpType op, MPI_User_function* fn) {
+    int rc = MPI_Op_create(fn, /*commute=*/1, &p.user_ops[int(D)][int(op)]);
+    if (rc != MPI_SUCCESS) throw DistError("[new_comm] MPI_Op_create failed: " + mpi_error_text(rc));
+  };
+  if (sum_and_product) {
+    make(RedOpType::SUM, &user_reduce<D, RedOpType::SUM>);
+    make(RedOpType::PRODUCT, &user_reduce<D, RedOpType::PRODUCT>);
+  }
+  make(RedOpType::MIN, &user_reduce<D, RedOpType::MIN>);
+  make(RedOpType::MAX, &user_reduce<D, RedOpType::MAX>);
+}
+
+MpiProcess& mpi_process() {
+  // Thread-safe once (a function-local static); a failure throws and the next call retries.
+  static MpiProcess* process = [] {
+    auto* p = new MpiProcess;  // lives for the whole process (MPI_Finalize runs at exit)
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (finalized)
+      throw DistError("[new_comm] backend 'mpi': MPI was already finalized in this process");
+    if (!initialized) {
+      int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &p->provided);
+      if (rc != MPI_SUCCESS)
+        throw DistError("[new_comm] backend 'mpi': MPI_Init_thread failed: " + mpi_error_text(rc));
+      p->we_initialized = true;
+      std::atexit(finalize_at_exit);
+      // Errors on MPI_COMM_WORLD (MPI_Comm_idup) come back as codes, not a process abort.
+      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    } else {
+      MPI_Query_thread(&p->provided);
+    }
+    p->serialize = p->provided < MPI_THREAD_MULTIPLE;
+    if (MPI_Type_contiguous(2, MPI_BYTE, &p->two_bytes) != MPI_SUCCESS ||
+        MPI_Type_commit(&p->two_bytes) != MPI_SUCCESS)
+      throw DistError("[new_comm] backend 'mpi': could not create the 2-byte MPI datatype");
+    create_user_ops<DType::BFloat16>(*p, true);
+    create_user_ops<DType::Float16>(*p, true);
+    create_user_ops<DType::Float32>(*p, false);
+    create_user_ops<DType::Float64>(*p, false);
+    return p;
+  }();
+  return *process;
+}
+
+// Held around each MPI call when MPI gives less than MPI_THREAD_MULTIPLE.
+struct CallLock {
+  std::unique_lock<std::mutex> lock;
+  explicit CallLock(MpiProcess& p) {
+    if (p.serialize) lock = std::unique_lock(p.call_mutex);
+  }
+};
+
+// Note [MPI datatypes]: the element type of each dtype.
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return MPI_C_BOOL;
+    case DType::UInt8: return MPI_UINT8_T;
+    case DType::Int8: return MPI_INT8_T;
+    case DType::Int16: return MPI_INT16_T;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::Float16:
+    case DType::BFloat16: return mpi_process().two_bytes;
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+  }
+  throw TypeError("[mpi] invalid dtype");
+}
+
+// The reduction of op on dtype: native where MPI's matches PyTorch's, else a user op.
+MPI_Op mpi_op(DType dtype, RedOpType op) {
+  MpiProcess& p = mpi_process();
+  auto user = [&]() -> MPI_Op {
+    MPI_Op o = int(op) < kUserOps ? p.user_ops[int(dtype)][int(op)] : MPI_OP_NULL;
+    if (o == MPI_OP_NULL)
+      throw TypeError(detail::str_cat("[mpi] ReduceOp.", red_op_name(op), " is not defined for ",
+                                      dtype_name(dtype)));
+    return o;
+  };
+  if (dtype == DType::Bool) {
+    switch (op) {
+      case RedOpType::SUM:
+      case RedOpType::MAX:
+      case RedOpType::BOR: return MPI_LOR;
+      case RedOpType::PRODUCT:
+      case RedOpType::MIN:
+      case RedOpType::BAND: return MPI_LAND;
+      case RedOpType::BXOR: return MPI_LXOR;
+      case RedOpType::AVG:
+      case RedOpType::PREMUL_SUM: break;
+    }
+    return user();  // throws
+  }
+  if (is_reduced_float(dtype)) return user();
+  switch (op) {
+    case RedOpType::SUM: return MPI_SUM;
+    case RedOpType::PRODUCT: return MPI_PROD;
+    case RedOpType::MIN: return is_floating(dtype) ? user() : MPI_MIN;
+    case RedOpType::MAX: return is_floating(dtype) ? user() : MPI_MAX;
+    case RedOpType::BAND:
+    case RedOpType::BOR:
+    case RedOpType::BXOR:
+      if (!is_integral(dtype, false)) return user();  // throws
+      return op == RedOpType::BAND ? MPI_BAND : op == RedOpType::BOR ? MPI_BOR : MPI_BXOR;
+    case RedOpType::AVG:
+    case RedOpType::PREMUL_SUM: break;
+  }
+  return user();  // throws
+}
+
+std::string library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, size_t(std::max(len, 0)));
+  // "Open MPI v4.1.4, package: Debian OpenMPI, ident: ..." -> "Open MPI 4.1.4"
+  s = s.substr(0, s.find_first_of(",\n"));
+  size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r\0");
+  s = a == std::string::npos ? "" : s.substr(a, b - a + 1);
+  if (size_t v = s.rfind(" v"); v != std::string::npos && v + 2 < s.size() &&
+                                std::isdigit(static_cast<unsigned char>(s[v + 2])))
+    s.erase(v + 1, 1);
+  return s.empty() ? "MPI (unknown library)" : s;
+}
+
+// ---- The requests of one op.
+
+// The requests an op posted and everything they read or write. When the op cannot finish
+// (timeout, abort, error) the whole Pending is kept alive to the end of the process: MPI
+// may still write into those buffers.
+struct Pending {
+  std::vector<MPI_Request> reqs;
+  // Per request: the peer of a point-to-point message (-1 for collectives) and, for a
+  // receive, the element count it must deliver (-1 otherwise).
+  std::vector<int> peer;
+  std::vector<int64_t> expect;
+  std::vector<MPI_Datatype> type;  // of each receive (for its count)
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<void>> keep;  // count and displacement arrays
+};
+
+std::mutex graveyard_mutex;
+std::vector<std::unique_ptr<Pending>>& graveyard() {
+  static auto* g = new std::vector<std::unique_ptr<Pending>>;  // never destroyed
+  return *g;
+}
+
+// Splits n elements into pieces of at most max (at least one piece, of 0 elements when n is
+// 0, so that both sides of a message always post it).
+template <class F>
+void for_chunks(int64_t n, int64_t max, F&& f) {
+  int64_t at = 0;
+  do {
+    int64_t c = std::min(n - at, max);
+    f(at, int(c));
+    at += c;
+  } while (at < n);
+}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+
+class MpiBackend : public Backend {
+ public:
+  MpiBackend(MPI_Comm comm, std::string name, Millis timeout, int64_t max_count)
+      : comm_(comm), name_(std::move(name)), timeout_(timeout), max_count_(max_count),
+        proc_(mpi_process()) {
+    CallLock lock(proc_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_name(comm_, name_.c_str());
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+
+  ~MpiBackend() override {
+    // A dead communicator has requests MPI cannot cancel: it stays allocated with them.
+    if (dead_) return;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    CallLock lock(proc_);
+    MPI_Comm_free(&comm_);
+  }
+
+  std::string version() const override {
+    static const std::string v = library_version();
+    return v;
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce(const Tensor& t, RedOpType op, Millis timeout) override {
+    enter("all_reduce");
+    Pending p;
+    p.tensors = {t};
+    MPI_Datatype dt = mpi_type(t.dtype());
+    MPI_Op mop = mpi_op(t.dtype(), op);
+    const size_t es = t.element_size();
+    for_chunks(t.numel(), max_count_, [&](int64_t at, int c) {
+      post(p, "MPI_Iallreduce", -1, [&](MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, bytes_of(t) + at * es, c, dt, mop, comm_, r);
+      });
+    });
+    wait(p, "all_reduce", timeout);
+  }
+
+  void all_gather_single(const Tensor& out, const Tensor& in, Millis timeout) override {
+    enter("all_gather");
+    Pending p;
+    p.tensors = {out, in};
+    MPI_Datatype dt = mpi_type(in.dtype());
+    const int64_t n = in.numel();
+    const size_t es = in.element_size();
+    if (n <= max_count_) {
+      post(p, "MPI_Iallgather", -1, [&](MPI_Request* r) {
+        return MPI_Iallgather(in.data_ptr(), int(n), dt, out.data_ptr(), int(n), dt, comm_, r);
+      });
+    } else {
+      // Note [MPI counts]: a chunked broadcast of each rank's block.
+      std::memcpy(bytes_of(out) + rank_ * n * es, in.data_ptr(), n * es);
+      for (int root = 0; root < size_; ++root)
+        for_chunks(n, max_count_, [&](int64_t at, int c) {
+          post(p, "MPI_Ibcast", -1, [&](MPI_Request* r) {
+            return MPI_Ibcast(bytes_of(out) + (root * n + at) * es, c, dt, root, comm_, r);
+          });
+        });
+    }
+    wait(p, "all_gather", timeout);
+  }
+
+  void reduce_scatter_single(const Tensor& out, const Tensor& in, RedOpType op,
+                             Millis timeout) override {
+    enter("reduce_scatter");
+    Pending p;
+    p.tensors = {out, in};
+    MPI_Datatype dt = mpi_type(in.dtype());
+    MPI_Op mop = mpi_op(in.dtype(), op);
+    const int64_t n = out.numel();
+    const size_t es = in.element_size();
+    if (n <= max_count_) {
+      post(p, "MPI_Ireduce_scatter_block", -1, [&](MPI_Request* r) {
+        return MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), int(n), dt, mop, comm_, r);
+      });
+    } else {
+      // Note [MPI counts]: a chunked reduce of block r to rank r.
+      for (int root = 0; root < size_; ++root)
+        for_chunks(n, max_count_, [&](int64_t at, int c) {
+          void* recv = root == rank_ ? bytes_of(out) + at * es : nullptr;
+          post(p, "MPI_Ireduce", -1, [&](MPI_Request* r) {
+            return MPI_Ireduce(bytes_of(in) + (root * n + at) * es, recv, c, dt, mop, root, comm_, r);
+          });
+        });
+    }
+    wait(p, "reduce_scatter", timeout);
+  }
+
+  void all_to_all_single(const Tensor& out, const Tensor& in,
+                         const std::vector<int64_t>& out_counts,
+                         const std::vector<int64_t>& in_counts, Millis timeout) override {
+    enter("all_to_all");
+    Pending p;
+    p.tensors = {out, in};
+    MPI_Datatype dt = mpi_type(in.dtype());
+    const size_t es = in.element_size();
+    std::vector<int64_t> out_displs(size_), in_displs(size_);
+    bool fits = true;
+    int64_t oat = 0, iat = 0;
+    for (int r = 0; r < size_; ++r) {
+      out_displs[r] = oat;
+      in_displs[r] = iat;
+      fits = fits && out_counts[r] <= max_count_ && in_counts[r] <= max_count_ &&
+             oat <= max_count_ && iat <= max_count_;
+      oat += out_counts[r];
+      iat += in_counts[r];
+    }
+    if (fits) {
+      auto ints = [](const std::vector<int64_t>& v) {
+        return std::make_shared<std::vector<int>>(v.begin(), v.end());
+      };
+      auto sc = ints(in_counts), sd = ints(in_displs), rc = ints(out_counts), rd = ints(out_displs);
+      p.keep = {sc, sd, rc, rd};
+      post(p, "MPI_Ialltoallv", -1, [&](MPI_Request* r) {
+        return MPI_Ialltoallv(in.data_ptr(), sc->data(), sd->data(), dt, out.data_ptr(), rc->data(),
+                              rd->data(), dt, comm_, r);
+      });
+    } else {
+      // Note [MPI counts]: point-to-point messages, chunked.
+      if (in_counts[rank_] != out_counts[rank_])
+        throw backend_error(detail::str_cat("all_to_all: rank ", rank_, " sends itself ",
+                                            in_counts[rank_], " elements but expects ",
+                                            out_counts[rank_]));
+      std::memcpy(bytes_of(out) + out_displs[rank_] * es, bytes_of(in) + in_displs[rank_] * es,
+                  size_t(in_counts[rank_]) * es);
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        post_recv(p, bytes_of(out) + out_displs[r] * es, out_counts[r], dt, r, kFallbackTag);
+        post_send(p, bytes_of(in) + in_displs[r] * es, in_counts[r], dt, r, kFallbackTag);
+      }
+    }
+    wait(p, "all_to_all", timeout);
+  }
+
+  void broadcast(const Tensor& t, int root, Millis timeout) override {
+    enter("broadcast");
+    Pending p;
+    p.tensors = {t};
+    MPI_Datatype dt = mpi_type(t.dtype());
+    const size_t es = t.element_size();
+    for_chunks(t.numel(), max_count_, [&](int64_t at, int c) {
+      post(p, "MPI_Ibcast", -1, [&](MPI_Request* r) {
+        return MPI_Ibcast(bytes_of(t) + at * es, c, dt, root, comm_, r);
+      });
+    });
+    wait(p, "broadcast", timeout);
+  }
+
+  void reduce(const Tensor& t, int root, RedOpType op, Millis timeout) override {
+    enter("reduce");
+    Pending p;
+    p.tensors = {t};
+    MPI_Datatype dt = mpi_type(t.dtype());
+    MPI_Op mop = mpi_op(t.dtype(), op);
+    const size_t es = t.element_size();
+    const bool is_root = rank_ == root;
+    for_chunks(t.numel(), max_count_, [&](int64_t at, int c) {
+      char* buf = bytes_of(t) + at * es;
+      post(p, "MPI_Ireduce", -1, [&](MPI_Request* r) {
+        return MPI_Ireduce(is_root ? MPI_IN_PLACE : buf, is_root ? buf : nullptr, c, dt, mop, root,
+                           comm_, r);
+      });
+    });
+    wait(p, "reduce", timeout);
+  }
+
+  void gather_single(const Tensor& out, const Tensor& in, int root, Millis timeout) override {
+    enter("gather");
+    Pending p;
+    p.tensors = {in};
+    if (rank_ == root) p.tensors.push_back(out);
+    MPI_Datatype dt = mpi_type(in.dtype());
+    const int64_t n = in.numel();
+    const size_t es = in.element_size();
+    if (n <= max_count_) {
+      void* recv = rank_ == root ? out.data_ptr() : nullptr;
+      post(p, "MPI_Igather", -1, [&](MPI_Request* r) {
+        return MPI_Igather(in.data_ptr(), int(n), dt, recv, int(n), dt, root, comm_, r);
+      });
+    } else if (rank_ == root) {
+      std::memcpy(bytes_of(out) + root * n * es, in.data_ptr(), n * es);
+      for (int r = 0; r < size_; ++r)
+        if (r != root) post_recv(p, bytes_of(out) + r * n * es, n, dt, r, kFallbackTag);
+    } else {
+      post_send(p, bytes_of(in), n, dt, root, kFallbackTag);
+    }
+    wait(p, "gather", timeout);
+  }
+
+  void scatter_single(const Tensor& out, const Tensor& in, int root, Millis timeout) override {
+    enter("scatter");
+    Pending p;
+    p.tensors = {out};
+    if (rank_ == root) p.tensors.push_back(in);
+    MPI_Datatype dt = mpi_type(out.dtype());
+    const int64_t n = out.numel();
+    const size_t es = out.element_size();
+    if (n <= max_count_) {
+      void* send = rank_ == root ? in.data_ptr() : nullptr;
+      post(p, "MPI_Iscatter", -1, [&](MPI_Request* r) {
+        return MPI_Iscatter(send, int(n), dt, out.data_ptr(), int(n), dt, root, comm_, r);
+      });
+    } else if (rank_ == root) {
+      std::memcpy(out.data_ptr(), bytes_of(in) + root * n * es, n * es);
+      for (int r = 0; r < size_; ++r)
+        if (r != root) post_send(p, bytes_of(in) + r * n * es, n, dt, r, kFallbackTag);
+    } else {
+      post_recv(p, bytes_of(out), n, dt, root, kFallbackTag);
+    }
+    wait(p, "scatter", timeout);
+  }
+
+  void batch_p2p(std::span<const P2POp> ops, Millis timeout) override {
+    const char* name = ops.size() == 1 ? (ops[0].kind == P2POp::Send ? "send" : "recv") : "batch_p2p";
+    enter(name);
+    Pending p;
+    for (const P2POp& op : ops) {
+      p.tensors.push_back(op.tensor);
+      MPI_Datatype dt = mpi_type(op.tensor.dtype());
+      const size_t es = op.tensor.element_size();
+      // Chunks of whole elements whose byte count also fits an int.
+      const int64_t max = std::min<int64_t>(max_count_, INT_MAX / int64_t(es));
+      char* base = bytes_of(op.tensor);
+      for_chunks(op.tensor.numel(), max, [&](int64_t at, int c) {
+        if (op.kind == P2POp::Send) {
+          post(p, "MPI_Isend", op.peer, [&](MPI_Request* r) {
+            return MPI_Isend(base + at * es, c, dt, op.peer, kUserTag, comm_, r);
+          });
+        } else {
+          post(p, "MPI_Irecv", op.peer, [&](MPI_Request* r) {
+            return MPI_Irecv(base + at * es, c, dt, op.peer, kUserTag, comm_, r);
+          });
+          p.expect.back() = c;
+          p.type.back() = dt;
+        }
+      });
+    }
+    wait(p, name, timeout);
+  }
+
+  void barrier(Millis timeout) override {
+    enter("barrier");
+    Pending p;
+    post(p, "MPI_Ibarrier", -1, [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+    wait(p, "barrier", timeout);
+  }
+
+  void abort() override { aborted_.store(true); }
+
+  std::unique_ptr<Backend> split(const std::vector<int>& ranks, const std::string& name) override {
+    enter("split");
+    // Every rank all-gathers (listed?, its index, the list's length, a hash of the list), so
+    // that all of them see the same picture and agree on whether the lists are consistent
+    // before the blocking MPI_Comm_split (which has no timeout).
+    auto it = std::find(ranks.begin(), ranks.end(), rank_);
+    const bool member = it != ranks.end();
+    uint64_t hash = 1469598103934665603ull;
+    for (int r : ranks) hash = (hash ^ uint64_t(r)) * 1099511628211ull;
+    auto mine = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{
+        member, member ? int64_t(it - ranks.begin()) : -1, member ? int64_t(ranks.size()) : 0,
+        member ? int64_t(hash >> 1) : 0});
+    auto all = std::make_shared<std::vector<int64_t>>(size_t(size_) * 4);
+    Pending p;
+    p.keep = {mine, all};
+    post(p, "MPI_Iallgather", -1, [&](MPI_Request* r) {
+      return MPI_Iallgather(mine->data(), 4, MPI_INT64_T, all->data(), 4, MPI_INT64_T, comm_, r);
+    });
+    wait(p, "split", timeout_);
+    const int64_t* a = all->data();
+    int64_t members = 0, length = -1, h = 0;
+    bool same = true;
+    std::vector<bool> seen;
+    for (int r = 0; r < size_; ++r) {
+      const int64_t* f = a + 4 * r;
+      if (!f[0]) continue;
+      if (members++ == 0) {
+        length = f[2];
+        h = f[3];
+        seen.assign(size_t(std::max<int64_t>(length, 0)), false);
+      }
+      same = same && f[2] == length && f[3] == h && f[1] >= 0 && f[1] < length && !seen[f[1]];
+      if (same) seen[f[1]] = true;
+    }
+    same = same && (members == 0 || members == length);
+    if (!same) {
+      std::string views;
+      for (int r = 0; r < size_; ++r) {
+        const int64_t* f = a + 4 * r;
+        views += detail::str_cat(r ? "; " : "", "rank ", r, ": ",
+                                 f[0] ? detail::str_cat("index ", f[1], " of ", f[2], " ranks")
+                                      : std::string("not listed"));
+      }
+      throw backend_error("split: the ranks passed different lists of ranks (" + views + ")",
+                          CommErrorKind::Mismatch);
+    }
+    MPI_Comm child = MPI_COMM_NULL;
+    {
+      CallLock lock(proc_);
+      int rc = MPI_Comm_split(comm_, member ? 0 : MPI_UNDEFINED,
+                              member ? int(it - ranks.begin()) : 0, &child);
+      if (rc != MPI_SUCCESS) throw backend_error("MPI_Comm_split failed: " + mpi_error_text(rc));
+    }
+    if (child == MPI_COMM_NULL) return nullptr;
+    return std::make_unique<MpiBackend>(child, name, timeout_, max_count_);
+  }
+
+  bool supports_reconfigure() const override { return false; }
+
+ private:
+  // Every op first: a dead or aborted communicator fails at once.
+  void enter(const char* op) {
+    if (aborted_.load() && !dead_) {
+      dead_ = true;
+      why_dead_ = "abort() was called";
+    }
+    if (dead_)
+      throw backend_error(detail::str_cat(op, ": communicator '", name_, "' is unusable (",
+                                          why_dead_, "; MPI cannot cancel a collective)"),
+                          CommErrorKind::Aborted);
+  }
+
+  // Marks the communicator dead and keeps p's requests and buffers for good.
+  void die(Pending& p, std::string why) {
+    if (!dead_) {
+      dead_ = true;
+      why_dead_ = std::move(why);
+    }
+    bool pending = false;
+    for (MPI_Request r : p.reqs) pending = pending || r != MPI_REQUEST_NULL;
+    if (!pending) return;
+    std::lock_guard lock(graveyard_mutex);
+    graveyard().push_back(std::make_unique<Pending>(std::move(p)));
+  }
+
+  // Posts one request; when MPI refuses, the requests already posted die with the op.
+  template <class F>
+  void post(Pending& p, const char* call, int peer, F&& f) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+    {
+      CallLock lock(proc_);
+      rc = f(&req);
+    }
+    if (rc != MPI_SUCCESS) {
+      std::string what = detail::str_cat(call, " failed: ", mpi_error_text(rc));
+      if (!p.reqs.empty()) die(p, what);
+      throw backend_error(what, CommErrorKind::Backend, peer);
+    }
+    p.reqs.push_back(req);
+    p.peer.push_back(peer);
+    p.expect.push_back(-1);
+    p.type.push_back(MPI_DATATYPE_NULL);
+  }
+
+  // A chunked receive (or send) of n elements of dt; each receive is checked for its size.
+  void post_recv(Pending& p, char* buf, int64_t n, MPI_Datatype dt, int peer, int tag) {
+    int es = 0;
+    MPI_Type_size(dt, &es);
+    for_chunks(n, max_count_, [&](int64_t at, int c) {
+      post(p, "MPI_Irecv", peer, [&](MPI_Request* r) {
+        return MPI_Irecv(buf + at * es, c, dt, peer, tag, comm_, r);
+      });
+      p.expect.back() = c;
+      p.type.back() = dt;
+    });
+  }
+  void post_send(Pending& p, char* buf, int64_t n, MPI_Datatype dt, int peer, int tag) {
+    int es = 0;
+    MPI_Type_size(dt, &es);
+    for_chunks(n, max_count_, [&](int64_t at, int c) {
+      post(p, "MPI_Isend", peer, [&](MPI_Request* r) {
+        return MPI_Isend(buf + at * es, c, dt, peer, tag, comm_, r);
+      });
+    });
+  }
+
+  // Note [MPI polling]: MPI_Testsome until every request completed, the timeout passed or
+  // abort() was called. Spins for the first few microseconds (a small collective finishes
+  // there), then yields, then sleeps 20-50 us between tests: MPI progresses only inside its
+  // calls, so the sleep bounds the added latency per step while leaving the cores to the
+  // peers (mpirun often oversubscribes).
+  void wait(Pending& p, const char* op, Millis timeout) {
+    const int n = int(p.reqs.size());
+    std::vector<int> done(size_t(std::max(n, 1)));
+    std::vector<MPI_Status> status(size_t(std::max(n, 1)));
+    const auto t0 = Clock::now();
+    const auto deadline = t0 + timeout;
+    int left = n;
+    for (uint64_t iter = 0; left > 0; ++iter) {
+      int outcount = 0, rc;
+      {
+        CallLock lock(proc_);
+        rc = MPI_Testsome(n, p.reqs.data(), &outcount, done.data(), status.data());
+      }
+      if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {
+        std::string what = detail::str_cat(op, ": MPI_Testsome failed: ", mpi_error_text(rc));
+        die(p, what);
+        throw backend_error(what);
+      }
+      if (outcount == MPI_UNDEFINED) break;
+      for (int k = 0; k < outcount; ++k) {
+        const int i = done[k];
+        const MPI_Status& st = status[k];
+        if (rc == MPI_ERR_IN_STATUS && st.MPI_ERROR != MPI_SUCCESS) {
+          std::string what = detail::str_cat(op, ": ", mpi_error_text(st.MPI_ERROR),
+                                             p.peer[i] >= 0 ? detail::str_cat(" (peer ", p.peer[i], ")") : "");
+          die(p, what);
+          throw backend_error(what, CommErrorKind::Backend, p.peer[i]);
+        }
+        if (p.expect[i] >= 0) {
+          int count = 0;
+          MPI_Get_count(&st, p.type[i], &count);
+          if (count != p.expect[i]) {
+            // The message matched and completed; the other requests may still be pending.
+            std::string what = detail::str_cat(
+                op, ": rank ", p.peer[i], " sent a message of ", count, " elements where ",
+                p.expect[i], " were expected (the two ranks passed tensors of different sizes)");
+            die(p, what);
+            throw backend_error(what, CommErrorKind::Backend, p.peer[i]);
+          }
+        }
+      }
+      left -= outcount;
+      if (left <= 0) break;
+      if (aborted_.load()) {
+        const int peer = pending_peer(p);
+        die(p, "abort() was called");
+        throw backend_error(detail::str_cat(op, " was aborted"), CommErrorKind::Aborted, peer);
+      }
+      const auto now = Clock::now();
+      if (now >= deadline) {
+        const int peer = pending_peer(p);
+        std::string what = detail::str_cat(op, " timed out after ", timeout.count(), " ms",
+                                           peer >= 0 ? detail::str_cat(" waiting for rank ", peer) : "");
+        die(p, what);
+        throw backend_error(what + " (the communicator is now unusable: MPI cannot cancel it)",
+                            CommErrorKind::Timeout, peer);
+      }
+      const auto waited = now - t0;
+      if (waited < std::chrono::microseconds(10)) {
+        continue;  // spin
+      } else if (waited < std::chrono::microseconds(200)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(waited < std::chrono::milliseconds(5)
+                                        ? std::chrono::microseconds(20)
+                                        : std::chrono::microseconds(50));
+      }
+    }
+  }
+
+  // The peer of the first point-to-point request still pending (-1 when none or unknown).
+  static int pending_peer(const Pending& p) {
+    for (size_t i = 0; i < p.reqs.size(); ++i)
+      if (p.reqs[i] != MPI_REQUEST_NULL && p.peer[i] >= 0) return p.peer[i];
+    return -1;
+  }
+
+  MPI_Comm comm_;
+  std::string name_;
+  Millis timeout_;
+  int64_t max_count_;
+  MpiProcess& proc_;
+  int rank_ = 0, size_ = 1;
+  std::atomic<bool> aborted_{false};
+  bool dead_ = false;  // touched by the communicator's thread only
+  std::string why_dead_;
+};
+
+// Note [MPI counts]: FLAMBEAU_MPI_MAX_COUNT lowers the largest count of one MPI call (a
+// testing knob: it runs the chunked paths on small tensors). Read when a communicator is
+// made; its splits inherit it.
+int64_t max_count_from_env() {
+  const char* v = std::getenv("FLAMBEAU_MPI_MAX_COUNT");
+  if (!v || !*v) return INT_MAX;
+  long long n = std::atoll(v);
+  return n >= 1 && n <= INT_MAX ? int64_t(n) : INT_MAX;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_mpi_backend(const BackendInit& init) {
+  MpiProcess& proc = mpi_process();
+  int rank = 0, size = 1;
+  {
+    CallLock lock(proc);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  if (init.rank >= 0 && init.rank != rank)
+    throw ValueError(detail::str_cat("[new_comm] backend 'mpi': rank ", init.rank,
+                                     " was given but MPI says this process is rank ", rank));
+  if (init.size >= 0 && init.size != size)
+    throw ValueError(detail::str_cat("[new_comm] backend 'mpi': size ", init.size,
+                                     " was given but MPI's world has ", size, " processes"));
+  // MPI_Comm_idup, polled, so that a rank that never calls new_comm makes a timeout rather
+  // than a hang.
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc;
+  {
+    CallLock lock(proc);
+    rc = MPI_Comm_idup(MPI_COMM_WORLD, &comm, &req);
+  }
+  if (rc != MPI_SUCCESS)
+    throw DistError("[new_comm] backend 'mpi': MPI_Comm_idup failed: " + mpi_error_text(rc));
+  const auto t0 = Clock::now();
+  for (;;) {
+    int flag = 0;
+    {
+      CallLock lock(proc);
+      rc = MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+    }
+    if (rc != MPI_SUCCESS)
+      throw DistError("[new_comm] backend 'mpi': MPI_Comm_idup failed: " + mpi_error_text(rc));
+    if (flag) break;
+    const auto waited = Clock::now() - t0;
+    if (init.timeout.count() > 0 && waited >= init.timeout)
+      throw DistBackendError(
+          detail::str_cat("[new_comm] backend 'mpi': communicator '", init.name, "': rank ", rank,
+                          " waited ", init.timeout.count(),
+                          " ms for every rank of MPI_COMM_WORLD to make it (MPI_Comm_idup)"),
+          CommErrorKind::Timeout, "new_comm", -1, -1);
+    if (waited < std::chrono::microseconds(200)) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return std::make_unique<MpiBackend>(comm, init.name, init.timeout, max_count_from_env());
+}
+
+}  // namespace flambeau::distributed
