@@ -16,6 +16,7 @@ apt_packages=(
   libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev
   clang "libclang-rt-$clang_major-dev" fortunes
   dataset-fashion-mnist
+  libgloo-dev libopenmpi-dev openmpi-bin
 )
 missing=()
 for p in "${apt_packages[@]}"; do

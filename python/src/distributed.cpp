@@ -5,6 +5,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/tuple.h>
 
 #include "bindings.h"
 #include "flambeau/distributed/communicator.h"
