@@ -247,6 +247,10 @@ void bind_distributed(nb::module_& m) {
       .def("split", [co](C& c, const std::vector<int>& ranks, const std::string& name, T to, H h) {
         return c.split(ranks, name, co(to, h));
       }, "ranks"_a, "name"_a, "timeout"_a = nb::none(), "hints"_a = nb::none(), release_gil())
+      .def("get_init_handle", &C::init_handle)
+      .def("reconfigure", [](C& c, const std::string& uuid, const std::vector<std::string>& handles, T to) {
+        return c.reconfigure(uuid, handles, millis(to));
+      }, "uuid"_a, "init_handles"_a, "timeout"_a = nb::none(), release_gil())
       .def("abort", &C::abort, release_gil())
       .def("is_aborted", &C::is_aborted)
       .def("set_timeout", [](C& c, double s) { c.set_timeout(Millis(int64_t(s * 1000))); }, "seconds"_a)

@@ -45,6 +45,13 @@ def test_killed_peer_fails_survivors_fast(world):
     assert all(c == 0 for c in res.codes[:-1]), res.outputs
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_reconfigure_after_a_kill(world):
+    res = harness.run("reconfigure", world, timeout=30)
+    assert res.codes[-1] == -signal.SIGKILL
+    assert all(c == 0 for c in res.codes[:-1]), res.outputs
+
+
 def test_abort_process_runs_hooks_dumps_and_aborts(tmp_path):
     res = harness.run("abort_process", 2, timeout=30, env={"FLAMBEAU_FR_DUMP_DIR": str(tmp_path)})
     assert res.codes[0] == -signal.SIGABRT, res.outputs[0]

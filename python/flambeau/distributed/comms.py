@@ -183,6 +183,15 @@ class TorchComm:
         return None if c is None else TorchComm(c)
 
     # Fault tolerance
+    def get_init_handle(self):
+        """This process's handle, to pass in reconfigure()'s init_handles."""
+        return self._c.get_init_handle()
+
+    def reconfigure(self, uuid, init_handles, timeout=None, hints=None):
+        """Rebuilds the group after a failure from the processes whose handles are listed (in
+        rank order; the same list and uuid on all of them). Needs enable_reconfigure=True."""
+        return self._c.reconfigure(str(uuid), list(init_handles), _seconds(timeout))
+
     def abort(self):
         self._c.abort()
 

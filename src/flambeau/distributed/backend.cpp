@@ -51,6 +51,11 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
+std::unique_ptr<Backend> Backend::remake(int, int, const std::string&, Millis) {
+  throw NotImplementedError(detail::str_cat("[reconfigure] the ", version(),
+                                            " backend cannot rebuild a group after a failure"));
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendInit& init) {
   BackendFactory factory;
   {

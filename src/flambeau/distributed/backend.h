@@ -53,6 +53,10 @@ class Backend {
                                          const std::string& name) = 0;
   // Whether reconfigure can make a new group after a failure (Gloo yes, Open MPI 4 no).
   virtual bool supports_reconfigure() const = 0;
+  // A fresh backend of new_size ranks (this process is new_rank) meeting under `key`: the
+  // group reconfigure() builds from the survivors and joiners. Engines that cannot throw.
+  virtual std::unique_ptr<Backend> remake(int new_rank, int new_size, const std::string& key,
+                                          Millis timeout);
 };
 
 // What a backend factory gets: the rendezvous store (already prefixed for this

@@ -350,7 +350,7 @@ WorkPtr Communicator::batch_p2p(const std::vector<P2POp>& ops, bool async_op,
     (send ? ins : outs).push_back(p.tensor);
     dense_ops.push_back({p.kind, dense(p.tensor), p.peer});
   }
-  Desc d{op, true, ins, outs};
+  Desc d{op, true, ins, outs, std::nullopt, std::nullopt};
   return submit(std::move(d), [this, ops, dense_ops](Millis timeout) {
     backend_->batch_p2p(dense_ops, timeout);
     for (size_t i = 0; i < ops.size(); ++i)
@@ -367,7 +367,7 @@ WorkPtr Communicator::recv(const Tensor& t, int src, bool async_op, const OpOpti
 }
 
 WorkPtr Communicator::barrier(bool async_op, const OpOptions& o) {
-  Desc d{OpName::barrier};
+  Desc d{OpName::barrier, false, {}, {}, std::nullopt, std::nullopt};
   return submit(std::move(d), [this](Millis timeout) { backend_->barrier(timeout); }, async_op, o);
 }
 
@@ -386,7 +386,7 @@ std::shared_ptr<Communicator> Communicator::split(const std::vector<int>& ranks,
             " is not in the list of ranks; a rank outside the new communicator passes an "
             "empty list");
   std::unique_ptr<Backend> child;
-  Desc d{op};
+  Desc d{op, false, {}, {}, std::nullopt, std::nullopt};
   submit(std::move(d), [&](Millis) { child = backend_->split(ranks, options_.name + "." + name); },
          false, o);
   if (!child) return nullptr;

@@ -5,6 +5,10 @@
 #include "flambeau/distributed/communicator.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <numeric>
 
 #include <chrono>
 #include <cstdio>
@@ -91,7 +95,62 @@ Communicator::Communicator(Private, std::unique_ptr<Backend> backend, std::strin
       check_args_(env_flag("FLAMBEAU_COMM_CHECK_ARGS", true) &&
                   !(options_.hints.count("check_args") && options_.hints.at("check_args") == "0")),
       log_(env_flag("FLAMBEAU_COMM_LOG", false)) {
+  static std::atomic<int64_t> made{0};
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  init_handle_ = detail::str_cat(host, "/", ::getpid(), "/", options_.name, "/", made++);
   thread_ = std::thread([this] { run_loop(); });
+}
+
+WorkPtr Communicator::reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
+                                  std::optional<Millis> timeout) {
+  FLB_CHECK(options_.enable_reconfigure, ValueError, "[reconfigure] communicator '", name(),
+            "' was made without enable_reconfigure=True");
+  FLB_CHECK(backend_->supports_reconfigure(), NotImplementedError, "[reconfigure] communicator '",
+            name(), "' (", backend_->version(), ") cannot rebuild its group after a failure",
+            backend_name_ == "mpi" ? ": Open MPI 4.1 has no ULFM (fault-tolerant MPI)" : "");
+  FLB_CHECK(!uuid.empty(), ValueError, "[reconfigure] uuid must not be empty");
+  auto me = std::find(handles.begin(), handles.end(), init_handle_);
+  FLB_CHECK(me != handles.end(), ValueError, "[reconfigure] this process's handle '", init_handle_,
+            "' is not among the ", handles.size(), " init_handles");
+  for (size_t i = 0; i < handles.size(); ++i)
+    FLB_CHECK(std::find(handles.begin() + i + 1, handles.end(), handles[i]) == handles.end(),
+              ValueError, "[reconfigure] handle '", handles[i], "' is listed twice");
+  // Let the thread finish or cancel everything queued before: it then sits idle.
+  auto drained = std::make_shared<Work>(OpName::reconfigure, 0);
+  {
+    std::lock_guard lock(mutex_);
+    if (finalized_)
+      throw DistError(detail::str_cat("[reconfigure] communicator '", name(), "' was finalized"));
+    auto item = std::make_unique<Item>();
+    item->desc.op = OpName::reconfigure;
+    item->body = [](Millis) {};
+    item->work = drained;
+    item->timeout = options_.timeout;
+    item->record_id = -1;
+    queue_.push_back(std::move(item));
+  }
+  wake_.notify_one();
+  while (!drained->is_finished()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  std::unique_ptr<Backend> fresh =
+      backend_->remake(int(me - handles.begin()), int(handles.size()),
+                       options_.name + "/reconfigure/" + uuid, timeout.value_or(options_.timeout));
+  std::unique_ptr<Backend> old;
+  {
+    std::lock_guard lock(mutex_);
+    old = std::move(backend_);
+    backend_ = std::move(fresh);
+    rank_ = backend_->rank();
+    size_ = backend_->size();
+    global_ranks_.resize(size_);
+    std::iota(global_ranks_.begin(), global_ranks_.end(), 0);
+    collective_seq_ = p2p_seq_ = last_started_ = last_completed_ = 0;
+    broken_ = nullptr;
+    aborted_ = false;
+  }
+  auto work = std::make_shared<Work>(OpName::reconfigure, 0);
+  work->finish(Work::Status::COMPLETED);
+  return work;
 }
 
 Communicator::~Communicator() { finalize(); }
@@ -204,6 +263,10 @@ void Communicator::run_item(Item& item) {
   if (std::exception_ptr e = error()) {
     recorder_.finished(item.record_id, "canceled");
     work.finish(Work::Status::CANCELED, canceled_error(d, work.seq()));
+    return;
+  }
+  if (d.op == OpName::reconfigure) {  // reconfigure's drain marker
+    work.finish(Work::Status::COMPLETED);
     return;
   }
   work.start();

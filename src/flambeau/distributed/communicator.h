@@ -87,6 +87,16 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::shared_ptr<Communicator> split(const std::vector<int>& ranks, const std::string& name,
                                       const OpOptions& o = {});
 
+  // This process's handle for reconfigure(): unique per communicator and process.
+  const std::string& init_handle() const { return init_handle_; }
+  // Rebuilds the communicator after a failure (torchcomms' reconfigure): the processes whose
+  // handles are listed (survivors, and joiners with a communicator of the same name) form
+  // the new group, ranked in list order, meeting under `uuid` (the same on all of them).
+  // Needs enable_reconfigure; no other thread may use the communicator meanwhile. Sequence
+  // numbers restart at 1. Engines that cannot (Open MPI 4.1: no ULFM) raise.
+  WorkPtr reconfigure(const std::string& uuid, const std::vector<std::string>& init_handles,
+                      std::optional<Millis> timeout = std::nullopt);
+
   // First writer wins: pending and later work is CANCELED; the process is not ended.
   void abort();
   bool is_aborted() const { return aborted_.load(); }
@@ -158,6 +168,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::vector<std::pair<int, std::function<void()>>> abort_hooks_;
 
   FlightRecorder recorder_;
+  std::string init_handle_;
   std::thread thread_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -122,7 +123,8 @@ std::string FlightRecorder::dump_json(const FlightRecorderHeader& h,
 void FlightRecorder::dump_file(const std::string& path, const FlightRecorderHeader& h,
                                bool include_completed) const {
   std::string text = dump_json(h, include_completed);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  static std::atomic<int64_t> dumps{0};  // two threads may dump the same file at once
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(dumps++);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     FLB_CHECK(f.good(), Error, "[flight_recorder] cannot write ", tmp);

@@ -63,7 +63,9 @@ class Store {
 // port() tells which) and serves in a background thread; every instance, master included,
 // is a client. Connecting retries until `timeout`, then DistNetworkError names host:port.
 // A port in use raises DistNetworkError naming it. With wait_for_workers and world_size > 0
-// the master's constructor waits until world_size clients have connected.
+// the master's constructor waits until world_size clients have connected. Calls on one object
+// are serialized (one connection): a thread blocked in its get/wait holds it, so the key must
+// come from another object. A lost server makes every later call throw DistNetworkError.
 struct TCPStoreOptions {
   int port = 0;
   bool is_master = false;

@@ -26,10 +26,12 @@
 namespace flambeau::distributed {
 namespace {
 
+using detail::errno_text;
+using detail::get_u32;
+using detail::put_u32;
+
 constexpr char kMagic[8] = {'F', 'L', 'B', 'F', 'S', '0', '1', '\n'};
 constexpr Millis kPollInterval{1};
-
-std::string errno_text(int e) { return std::strerror(e); }
 
 // flock held for a scope.
 class FileLock {
@@ -47,15 +49,6 @@ class FileLock {
  private:
   int fd_;
 };
-
-void put_u32(std::string& b, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
 
 }  // namespace
 

@@ -1,10 +1,12 @@
 // Helpers shared by the store implementations (not public API): deadlines with c10d's
-// "0 = no timeout", the decimal counters of add, and the wording of timeout errors.
+// "0 = no timeout", the decimal counters of add, the wording of timeout errors, and
+// little-endian lengths.
 #pragma once
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,18 @@ struct Deadline {
     return ms > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(ms);
   }
 };
+
+inline std::string errno_text(int e) { return std::strerror(e); }
+
+// Little-endian u32, as the TCPStore wire and the FileStore file write lengths.
+inline void put_u32(std::string& b, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+inline uint32_t get_u32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
 
 inline std::string join_keys(const std::vector<std::string>& keys) {
   std::string s;

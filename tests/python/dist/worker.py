@@ -376,6 +376,41 @@ def scenario_kill():
         assert waited < 0.5, waited
 
 
+def scenario_reconfigure():
+    """The last rank is SIGKILLed; the survivors reconfigure from their init handles and
+    complete a correct all_reduce, then go on with the new group."""
+    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
+    c = dist.new_comm("gloo", store=store, name="rc", rank=RANK, size=WORLD, timeout=10,
+                      abort_process_on_timeout_or_error=False, enable_reconfigure=True)
+    store.set(f"handle{RANK}", c.get_init_handle())
+    c.barrier()
+    victim = WORLD - 1
+    if RANK == victim:
+        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        while True:
+            c.all_reduce(fl.ones(100_000))
+    try:
+        while True:
+            c.all_reduce(fl.ones(100_000))
+    except dist.DistBackendError as e:
+        failed = time.monotonic()
+        assert e.kind in ("peer failed", "timeout"), e.kind
+    survivors = [r for r in range(WORLD) if r != victim]
+    handles = [store.get(f"handle{r}").decode() for r in survivors]
+    c.reconfigure("after-kill-1", handles)
+    assert c.get_size() == len(survivors) and c.get_rank() == survivors.index(RANK)
+    t = fl.full((1000,), float(RANK + 1))
+    c.all_reduce(t)
+    took = time.monotonic() - failed
+    print(f"rank {RANK}: failure to first all_reduce after reconfigure: {took * 1000:.1f} ms", flush=True)
+    assert t.tolist() == [float(sum(r + 1 for r in survivors))] * 1000
+    assert took < 2.0, took
+    out = fl.empty(2 * len(survivors))
+    c.all_gather_single(out, fl.full((2,), float(RANK)))
+    assert out.tolist() == sum(([float(r)] * 2 for r in survivors), [])
+    c.finalize()
+
+
 def scenario_abort_process():
     """With abort_process_on_timeout_or_error=True a timeout runs the abort hooks, dumps the
     flight recorder and ends the process with SIGABRT."""
@@ -390,6 +425,23 @@ def scenario_abort_process():
         sys.exit(0)
     c.all_reduce(fl.ones(4))
     sys.exit(3)  # not reached: the process aborts
+
+
+def scenario_desync():
+    """Rank 2 skips the 4th all_reduce: ranks 0 and 1 time out in it; every rank dumps its
+    flight recorder to $FLAMBEAU_FR_DUMP_DIR for the reader (test_flight_recorder.py)."""
+    out = os.environ["FLAMBEAU_FR_DUMP_DIR"]
+    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
+    c = dist.new_comm("gloo", store=store, name="fr", rank=RANK, size=WORLD, timeout=0.5,
+                      abort_process_on_timeout_or_error=False)
+    for _ in range(3):
+        c.all_reduce(fl.ones(4))
+    if RANK == 2:
+        time.sleep(1.5)
+        c.dump_flight_recorder_file(out)
+        return
+    expect_raises(lambda: c.all_reduce(fl.ones(4)), dist.DistBackendError, "all_reduce")
+    c.dump_flight_recorder_file(out)
 
 
 if __name__ == "__main__":

@@ -305,6 +305,11 @@ class GlooBackend : public Backend {
 
   bool supports_reconfigure() const override { return true; }
 
+  std::unique_ptr<Backend> remake(int new_rank, int new_size, const std::string& key,
+                                  Millis timeout) override {
+    return std::make_unique<GlooBackend>(store_, new_rank, new_size, key, timeout);
+  }
+
  private:
   uint32_t next_tag() { return tag_++ & 0xffffff; }
   static DistBackendError aborted_error(int peer) {

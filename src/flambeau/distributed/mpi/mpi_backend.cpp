@@ -208,7 +208,7 @@ std::string library_version() {
   std::string s(buf, size_t(std::max(len, 0)));
   // "Open MPI v4.1.4, package: Debian OpenMPI, ident: ..." -> "Open MPI 4.1.4"
   s = s.substr(0, s.find_first_of(",\n"));
-  size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r\0");
+  size_t a = s.find_first_not_of(" \t\r"), b = s.find_last_not_of(" \t\r");
   s = a == std::string::npos ? "" : s.substr(a, b - a + 1);
   if (size_t v = s.rfind(" v"); v != std::string::npos && v + 2 < s.size() &&
                                 std::isdigit(static_cast<unsigned char>(s[v + 2])))
@@ -478,10 +478,8 @@ class MpiBackend : public Backend {
       p.tensors.push_back(op.tensor);
       MPI_Datatype dt = mpi_type(op.tensor.dtype());
       const size_t es = op.tensor.element_size();
-      // Chunks of whole elements whose byte count also fits an int.
-      const int64_t max = std::min<int64_t>(max_count_, INT_MAX / int64_t(es));
       char* base = bytes_of(op.tensor);
-      for_chunks(op.tensor.numel(), max, [&](int64_t at, int c) {
+      for_chunks(op.tensor.numel(), max_count_, [&](int64_t at, int c) {
         if (op.kind == P2POp::Send) {
           post(p, "MPI_Isend", op.peer, [&](MPI_Request* r) {
             return MPI_Isend(base + at * es, c, dt, op.peer, kUserTag, comm_, r);
@@ -646,7 +644,7 @@ class MpiBackend : public Backend {
     const auto t0 = Clock::now();
     const auto deadline = t0 + timeout;
     int left = n;
-    for (uint64_t iter = 0; left > 0; ++iter) {
+    while (left > 0) {
       int outcount = 0, rc;
       {
         CallLock lock(proc_);
@@ -659,13 +657,13 @@ class MpiBackend : public Backend {
       }
       if (outcount == MPI_UNDEFINED) break;
       for (int k = 0; k < outcount; ++k) {
-        const int i = done[k];
+        const int i = done[k], peer = p.peer[i];
         const MPI_Status& st = status[k];
         if (rc == MPI_ERR_IN_STATUS && st.MPI_ERROR != MPI_SUCCESS) {
           std::string what = detail::str_cat(op, ": ", mpi_error_text(st.MPI_ERROR),
-                                             p.peer[i] >= 0 ? detail::str_cat(" (peer ", p.peer[i], ")") : "");
-          die(p, what);
-          throw backend_error(what, CommErrorKind::Backend, p.peer[i]);
+                                             peer >= 0 ? detail::str_cat(" (peer ", peer, ")") : "");
+          die(p, what);  // moves p away
+          throw backend_error(what, CommErrorKind::Backend, peer);
         }
         if (p.expect[i] >= 0) {
           int count = 0;
@@ -673,10 +671,10 @@ class MpiBackend : public Backend {
           if (count != p.expect[i]) {
             // The message matched and completed; the other requests may still be pending.
             std::string what = detail::str_cat(
-                op, ": rank ", p.peer[i], " sent a message of ", count, " elements where ",
+                op, ": rank ", peer, " sent a message of ", count, " elements where ",
                 p.expect[i], " were expected (the two ranks passed tensors of different sizes)");
-            die(p, what);
-            throw backend_error(what, CommErrorKind::Backend, p.peer[i]);
+            die(p, what);  // moves p away
+            throw backend_error(what, CommErrorKind::Backend, peer);
           }
         }
       }
