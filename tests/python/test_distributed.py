@@ -1,10 +1,15 @@
 """flambeau.distributed on the gloo backend, in real processes on 127.0.0.1 (dist/harness.py:
 bounded, a watchdog, processes ended by pid). Each scenario checks its results against a
 reference each rank computes alone (dist/worker.py)."""
-import glob
+import datetime
 import json
 import os
+import random
+import shutil
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -52,6 +57,41 @@ def test_reconfigure_after_a_kill(world):
     assert all(c == 0 for c in res.codes[:-1]), res.outputs
 
 
+FAULT_CASES = [(seed, kind, sig) for seed, (kind, sig) in enumerate(
+    [(k, s) for k in ("collective", "p2p", "barrier") for s in ("KILL", "STOP")] * 2)]
+
+
+@pytest.mark.parametrize("seed,kind,sig", FAULT_CASES)
+def test_fault_injection_never_hangs(seed, kind, sig):
+    """SIGKILL or SIGSTOP one of 3 ranks at a seeded random point of a loop of collectives,
+    P2P rings or barriers: every survivor raises within 0.5 s of a kill and within
+    timeout + 0.5 s of a stop."""
+    rng = random.Random(seed)
+    world, op_timeout = 3, 1.0
+    victim = rng.randrange(world)
+    fault = {}
+
+    def inject(procs):
+        time.sleep(1.0 + rng.random() * 0.5)  # the workers are past their barrier by then
+        fault["at"] = time.time()
+        os.kill(procs[victim].pid, getattr(signal, "SIG" + sig))
+        if sig == "STOP":
+            time.sleep(op_timeout + 1.0)
+            os.kill(procs[victim].pid, signal.SIGKILL)  # ended by its pid
+
+    res = harness.run("fault", world, timeout=30, args=(kind, op_timeout), inject=inject)
+    limit = 0.5 if sig == "KILL" else op_timeout + 0.5
+    for r in range(world):
+        if r == victim:
+            assert res.codes[r] == -signal.SIGKILL
+            continue
+        assert res.codes[r] == 0, res.outputs[r]
+        failed = [line.split() for line in res.outputs[r].splitlines() if line.startswith("FAILED")]
+        assert failed, res.outputs[r]
+        took = float(failed[0][1]) - fault["at"]
+        assert took < limit, f"rank {r} raised {took:.3f} s after SIG{sig} of rank {victim} ({kind})"
+
+
 def test_abort_process_runs_hooks_dumps_and_aborts(tmp_path):
     res = harness.run("abort_process", 2, timeout=30, env={"FLAMBEAU_FR_DUMP_DIR": str(tmp_path)})
     assert res.codes[0] == -signal.SIGABRT, res.outputs[0]
@@ -90,3 +130,43 @@ def test_single_rank_group_in_process():
     finally:
         dist.destroy_process_group()
     assert not dist.is_initialized()
+
+
+def test_unreachable_store_and_port_in_use():
+    port = harness.free_port()
+    with pytest.raises(dist.DistNetworkError, match=str(port)):
+        dist.TCPStore("127.0.0.1", port, 2, False, datetime.timedelta(milliseconds=300))
+    master = dist.TCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False)
+    with pytest.raises(dist.DistNetworkError, match="in use"):
+        dist.TCPStore("127.0.0.1", master.port, 1, True, wait_for_workers=False)
+    with pytest.raises(dist.DistNetworkError):
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=1, world_size=2,
+                                timeout=datetime.timedelta(milliseconds=300))
+    assert not dist.is_initialized()
+
+
+def test_structured_log_lines(tmp_path):
+    res = harness.run("errors", 2, env={"FLAMBEAU_COMM_LOG": "1"})
+    res.check_ok()
+    lines = [ln for ln in res.outputs[1].splitlines() if ln.startswith("[flambeau.distributed]")]
+    assert any("rank=1 comm=world op=all_reduce seq=" in ln and "state=completed" in ln for ln in lines), lines[:5]
+    assert any("state=failed" in ln and "different shapes" in ln for ln in lines), lines[:5]
+
+
+@pytest.mark.skipif(not dist.is_mpi_available() or shutil.which("mpirun") is None, reason="no MPI in this build")
+@pytest.mark.parametrize("world", [2, 3])
+def test_mpi_backend_under_mpirun(world):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
+               OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+    for k in ("RANK", "WORLD_SIZE"):
+        env.pop(k, None)
+    proc = subprocess.Popen(["mpirun", "-np", str(world), "--bind-to", "none", sys.executable, harness.WORKER, "mpi"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # mpirun and its ranks: the group started above
+            proc.wait()
+    assert proc.returncode == 0, out[-4000:]

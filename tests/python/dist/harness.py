@@ -26,8 +26,9 @@ class Result:
         assert not bad, "\n".join(f"rank {r} exit {self.codes[r]}:\n{self.outputs[r][-4000:]}" for r in bad)
 
 
-def run(scenario, world_size, *, timeout=60.0, env=None, args=(), backend="gloo"):
-    """Starts world_size workers; returns their exit codes and output once all end."""
+def run(scenario, world_size, *, timeout=60.0, env=None, args=(), backend="gloo", inject=None):
+    """Starts world_size workers; returns their exit codes and output once all end.
+    inject(procs), when given, runs once they have started (fault injection)."""
     port = free_port()
     base = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
                 OMP_NUM_THREADS="1", TORCHCOMM_ABORT_ON_ERROR="0", FLAMBEAU_DIST_BACKEND=backend)
@@ -40,6 +41,8 @@ def run(scenario, world_size, *, timeout=60.0, env=None, args=(), backend="gloo"
         logs.append(log)
     deadline = time.monotonic() + timeout
     try:
+        if inject:
+            inject(procs)
         while time.monotonic() < deadline and any(p.poll() is None for p in procs):
             time.sleep(0.02)
     finally:

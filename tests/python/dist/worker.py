@@ -12,8 +12,9 @@ import warnings
 import flambeau as fl
 import flambeau.distributed as dist
 
-RANK = int(os.environ["RANK"])
-WORLD = int(os.environ["WORLD_SIZE"])
+# Under mpirun, Open MPI's variables say who we are.
+RANK = int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0")))
+WORLD = int(os.environ.get("WORLD_SIZE", os.environ.get("OMPI_COMM_WORLD_SIZE", "1")))
 BACKEND = os.environ.get("FLAMBEAU_DIST_BACKEND", "gloo")
 
 FLOATS = ["float32", "float64", "bfloat16", "float16"]
@@ -411,6 +412,49 @@ def scenario_reconfigure():
     c.finalize()
 
 
+def scenario_fault(kind, timeout):
+    """Loops one kind of op (a collective, a P2P ring or a barrier) until it fails: the test
+    SIGKILLs or SIGSTOPs one rank meanwhile. Prints the wall-clock time of the failure."""
+    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
+    c = dist.new_comm("gloo", store=store, name="f", rank=RANK, size=WORLD, timeout=float(timeout),
+                      abort_process_on_timeout_or_error=False)
+    c.barrier()
+    print(f"READY {time.time()!r}", flush=True)
+    t = fl.ones(200_000)
+    r = fl.empty(200_000)
+    try:
+        while True:
+            if kind == "collective":
+                c.all_reduce(t)
+            elif kind == "p2p":
+                b = c.batch_op_create()
+                b.send(t, (RANK + 1) % WORLD).recv(r, (RANK - 1) % WORLD).issue()
+            else:
+                c.barrier()
+    except dist.DistBackendError as e:
+        print(f"FAILED {time.time()!r} {e.kind}", flush=True)
+
+
+def scenario_mpi():
+    """torch.distributed's API on the mpi backend under mpirun; reconfigure says MPI cannot."""
+    dist.init_process_group("mpi")
+    assert dist.get_rank() == RANK and dist.get_world_size() == WORLD and dist.get_backend() == "mpi"
+    t = fl.full((5,), float(RANK + 1))
+    dist.all_reduce(t)
+    assert t.tolist() == [float(WORLD * (WORLD + 1) // 2)] * 5
+    out = fl.empty(2 * WORLD, dtype=fl.bfloat16)
+    dist.all_gather_single(out, fl.full((2,), float(RANK), dtype=fl.bfloat16))
+    assert out.to(fl.float32).tolist() == sum(([float(r)] * 2 for r in range(WORLD)), [])
+    o = fl.empty(3)
+    dist.reduce_scatter_single(o, fl.arange(3 * WORLD, dtype=fl.float32), op=dist.ReduceOp.AVG)
+    assert o.tolist() == [float(3 * RANK + i) for i in range(3)]
+    expect_raises(lambda: dist.all_reduce(fl.ones(2 + RANK)), dist.DistBackendError, "rank 0: all_reduce (2,)")
+    c = dist.new_comm("mpi", name="rc", enable_reconfigure=True, abort_process_on_timeout_or_error=False)
+    expect_raises(lambda: c.reconfigure("u", [c.get_init_handle()]), NotImplementedError, "ULFM")
+    c.finalize()
+    dist.destroy_process_group()
+
+
 def scenario_abort_process():
     """With abort_process_on_timeout_or_error=True a timeout runs the abort hooks, dumps the
     flight recorder and ends the process with SIGABRT."""
@@ -445,4 +489,4 @@ def scenario_desync():
 
 
 if __name__ == "__main__":
-    globals()["scenario_" + sys.argv[1]]()
+    globals()["scenario_" + sys.argv[1]](*sys.argv[2:])
