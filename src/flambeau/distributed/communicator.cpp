@@ -99,7 +99,13 @@ Communicator::Communicator(Private, std::unique_ptr<Backend> backend, std::strin
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   init_handle_ = detail::str_cat(host, "/", ::getpid(), "/", options_.name, "/", made++);
-  thread_ = std::thread([this] { run_loop(); });
+  thread_ = std::thread([this] {
+    run_loop();
+    std::shared_ptr<Communicator> self;  // set by finalize() for a stuck op; the last owner
+    std::lock_guard lock(mutex_);
+    self = std::move(keep_alive_);
+    // `self` may destroy the communicator as this scope ends: nothing runs after.
+  });
 }
 
 WorkPtr Communicator::reconfigure(const std::string& uuid, const std::vector<std::string>& handles,
@@ -165,7 +171,29 @@ void Communicator::finalize() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  // Note [A stuck op after abort]: Gloo cannot interrupt an op in progress, so after abort()
+  // the thread may sit in the backend until the op's timeout. finalize() then lets it go:
+  // the thread keeps the communicator alive and releases it when the op returns. (From the
+  // destructor there is no one to keep it alive: it waits.)
+  if (aborted_) {
+    auto until = std::chrono::steady_clock::now() + Millis(200);
+    while (current_busy() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(Millis(1));
+    std::shared_ptr<Communicator> self = weak_from_this().lock();
+    if (current_busy() && self) {
+      std::lock_guard lock(mutex_);
+      keep_alive_ = std::move(self);
+      thread_.detach();
+      return;
+    }
+  }
+  thread_.join();
+}
+
+bool Communicator::current_busy() const {
+  std::lock_guard lock(mutex_);
+  return current_ != nullptr;
 }
 
 std::exception_ptr Communicator::error() const {
@@ -252,8 +280,11 @@ void Communicator::run_loop() {
       if (queue_.empty()) return;
       item = std::move(queue_.front());
       queue_.pop_front();
+      current_ = item->work;
     }
     run_item(*item);
+    std::lock_guard lock(mutex_);
+    current_ = nullptr;
   }
 }
 
@@ -432,6 +463,18 @@ void Communicator::abort() {
           -1, -1));
   }
   backend_->abort();
+  // The op in progress and everything queued finish now as CANCELED, even where the engine
+  // cannot interrupt its op (Gloo): see Note [A stuck op after abort].
+  std::vector<std::pair<WorkPtr, const Desc*>> cancel;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& item : queue_) cancel.emplace_back(item->work, &item->desc);
+    if (current_) cancel.emplace_back(current_, nullptr);
+  }
+  for (auto& [work, desc] : cancel) {
+    Desc d{work->op(), false, {}, {}, std::nullopt, std::nullopt};
+    work->finish(Work::Status::CANCELED, canceled_error(desc ? *desc : d, work->seq()));
+  }
   run_abort_hooks();
   dump_on_failure();
   wake_.notify_all();

@@ -143,6 +143,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void check_usable(OpName op) const;
   void check_same_everywhere(const Desc& d, Millis timeout, int64_t seq);
   FlightRecorderHeader recorder_header() const;
+  bool current_busy() const;
 
   std::unique_ptr<Backend> backend_;
   std::string backend_name_;
@@ -159,6 +160,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   int64_t collective_seq_ = 0, p2p_seq_ = 0;
   int64_t last_started_ = 0, last_completed_ = 0;
   std::exception_ptr broken_;
+  WorkPtr current_;  // the work the thread runs now
+  std::shared_ptr<Communicator> keep_alive_;  // see Note [A stuck op after abort]
   std::atomic<bool> aborted_{false};
   std::atomic<bool> in_progress_{false};
 
