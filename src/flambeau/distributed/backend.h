@@ -47,6 +47,9 @@ class Backend {
 
   // Thread-safe: the call in progress and every later call fail soon.
   virtual void abort() = 0;
+  // Whether abort() really ends a call in progress (MPI polls for it; Gloo cannot). Only
+  // then may a blocking op run on the caller's thread instead of the communicator's.
+  virtual bool interruptible() const { return false; }
   // A backend over the ranks listed (ranks of this backend), or null when this rank is not
   // among them. Every rank calls it with the same list (MPI needs all of them).
   virtual std::unique_ptr<Backend> split(const std::vector<int>& ranks,

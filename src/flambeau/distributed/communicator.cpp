@@ -235,6 +235,7 @@ WorkPtr Communicator::submit(Desc desc, std::function<void(Millis)> body, bool a
             timeout.count(), " ms");
   auto item = std::make_unique<Item>();
   WorkPtr work;
+  bool run_here = false;
   {
     std::lock_guard lock(mutex_);
     int64_t seq = desc.p2p ? ++p2p_seq_ : ++collective_seq_;
@@ -255,7 +256,25 @@ WorkPtr Communicator::submit(Desc desc, std::function<void(Millis)> body, bool a
     item->body = std::move(body);
     item->work = work;
     item->timeout = timeout;
-    queue_.push_back(std::move(item));
+    // Note [Blocking ops on the caller's thread]: with nothing queued or running, a blocking
+    // op on an engine that abort() can interrupt runs right here: no hand-off to the
+    // communicator's thread and back (two wake-ups, a large part of a small op's time).
+    run_here = !async_op && backend_->interruptible() && queue_.empty() && !current_;
+    if (run_here) current_ = work;
+    else queue_.push_back(std::move(item));
+  }
+  if (run_here) {
+    {
+      autograd::NoGradGuard no_grad;
+      run_item(*item);
+    }
+    {
+      std::lock_guard lock(mutex_);
+      current_ = nullptr;
+    }
+    wake_.notify_all();
+    work->wait();
+    return work;
   }
   wake_.notify_one();
   if (!async_op) {
@@ -276,7 +295,7 @@ void Communicator::run_loop() {
     std::unique_ptr<Item> item;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      wake_.wait(lock, [&] { return !current_ && (stopping_ || !queue_.empty()); });
       if (queue_.empty()) return;
       item = std::move(queue_.front());
       queue_.pop_front();
