@@ -45,6 +45,15 @@ class Backend {
   virtual void batch_p2p(std::span<const P2POp> ops, Millis timeout) = 0;
   virtual void barrier(Millis timeout) = 0;
 
+  // Sends `bytes` of `message` to every other rank and receives theirs, each at most
+  // `slot_bytes` long, into inbox slot r (rank r's; this rank's own slot is left alone).
+  // Messages may differ in length across ranks (the cross-rank check uses it, carrying the
+  // data of a small op along). Returns false when the engine has no such exchange.
+  virtual bool exchange(const void* message, size_t bytes, void* inbox, size_t slot_bytes,
+                        Millis timeout) {
+    return false;
+  }
+
   // Thread-safe: the call in progress and every later call fail soon.
   virtual void abort() = 0;
   // Whether abort() really ends a call in progress (MPI polls for it; Gloo cannot). Only

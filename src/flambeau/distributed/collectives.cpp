@@ -1,6 +1,7 @@
 // The collectives and P2P ops of Communicator: each checks its arguments on the calling
 // thread (nothing is queued or written when they are wrong), describes itself, and queues
 // a body that runs the backend on contiguous buffers. Also split and new_comm.
+#include <cstring>
 #include <numeric>
 
 #include "flambeau/distributed/comm_internal.h"
@@ -55,6 +56,11 @@ RedOpType base_op(ReduceOp red) {
                                                                          : red.type;
 }
 
+// Whether an op on t may be done within the cross-rank check's exchange.
+bool eager_size(const Tensor& t) {
+  return t.numel() > 0 && t.numel() * t.element_size() <= kEagerBytes;
+}
+
 // A contiguous tensor with t's values: t itself when it already is.
 Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 
@@ -97,6 +103,18 @@ WorkPtr Communicator::all_reduce(const Tensor& t, ReduceOp red, bool async_op,
   check_defined(op, t, "tensor");
   check_red_op(op, red, t.dtype());
   Desc d{op, false, {t}, {t}, t.dtype(), t.sizes(), -1, red.type};
+  if (eager_size(t) && red.type != RedOpType::PREMUL_SUM) {
+    d.eager_input = t;
+    d.eager_finish = [this, t, red](const std::vector<const char*>& blocks) {
+      // Every rank reduces the same blocks in rank order: the same bits everywhere.
+      Tensor buf = dense(t);
+      std::memcpy(buf.data_ptr(), blocks[0], buf.numel() * buf.element_size());
+      for (int r = 1; r < size_; ++r)
+        reduce_buffers(buf.data_ptr(), buf.data_ptr(), blocks[r], buf.numel(), buf.dtype(), base_op(red));
+      if (red.type == RedOpType::AVG) scale_buffer(buf.data_ptr(), buf.numel(), buf.dtype(), size_, true);
+      write_back(t, buf);
+    };
+  }
   return submit(std::move(d), [this, t, red](Millis timeout) {
     Tensor buf = dense(t);
     if (red.type == RedOpType::PREMUL_SUM) scale_buffer(buf.data_ptr(), buf.numel(), buf.dtype(), red.factor, false);
@@ -117,6 +135,13 @@ WorkPtr Communicator::all_gather_single(const Tensor& output, const Tensor& inpu
             ") x input ", shape_str(input), " = ", input.numel() * size_, " elements, got ",
             output.numel());
   Desc d{op, false, {input}, {output}, input.dtype(), input.sizes()};
+  if (eager_size(input)) {
+    d.eager_input = input;
+    d.eager_finish = [this, output](const std::vector<const char*>& blocks) {
+      const size_t bytes = output.numel() / size_ * output.element_size();
+      for (int r = 0; r < size_; ++r) std::memcpy(static_cast<char*>(output.data_ptr()) + r * bytes, blocks[r], bytes);
+    };
+  }
   return submit(std::move(d), [this, output, in = dense(input)](Millis timeout) {
     if (in.numel()) backend_->all_gather_single(output, in, timeout);
   }, async_op, o);

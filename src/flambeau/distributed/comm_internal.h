@@ -8,14 +8,28 @@ namespace flambeau::distributed {
 
 // What an op is, for the flight recorder, hooks and the cross-rank argument check.
 struct Communicator::Desc {
-  OpName op;
+  Desc() = default;
+  Desc(OpName op, bool p2p = false, std::vector<Tensor> inputs = {}, std::vector<Tensor> outputs = {},
+       std::optional<DType> dtype = std::nullopt, std::optional<Dims> shape = std::nullopt, int root = -1,
+       RedOpType red = RedOpType::SUM)
+      : op(op), p2p(p2p), inputs(std::move(inputs)), outputs(std::move(outputs)), dtype(dtype),
+        shape(std::move(shape)), root(root), red(red) {}
+  OpName op = OpName::barrier;
   bool p2p = false;
   std::vector<Tensor> inputs, outputs;
   std::optional<DType> dtype;  // compared across ranks when set
   std::optional<Dims> shape;   // compared across ranks when set
   int root = -1;
   RedOpType red = RedOpType::SUM;
+  // A small op done within the cross-rank check's exchange (Note [Cross-rank argument
+  // check]): eager_input's bytes travel with the fingerprint and eager_finish gets every
+  // rank's copy, in rank order, instead of running the body.
+  Tensor eager_input;
+  std::function<void(const std::vector<const char*>&)> eager_finish;
 };
+
+// Ops whose input is at most this many bytes may be done eagerly.
+inline constexpr size_t kEagerBytes = 64 << 10;
 
 struct Communicator::Private {};
 

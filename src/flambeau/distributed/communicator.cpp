@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "flambeau/autograd/node.h"
 #include "flambeau/ops/ops.h"
@@ -327,8 +328,8 @@ void Communicator::run_item(Item& item) {
   std::exception_ptr error;
   Work::Status status = Work::Status::COMPLETED;
   try {
-    if (check_args_ && !d.p2p) check_same_everywhere(d, item.timeout, work.seq());
-    item.body(item.timeout);
+    bool done = check_args_ && !d.p2p && check_same_everywhere(d, item.timeout, work.seq());
+    if (!done) item.body(item.timeout);
   } catch (const DistBackendError& e) {
     if (e.kind == CommErrorKind::Mismatch) {
       error = std::current_exception();  // every rank saw it; the communicator stays usable
@@ -548,15 +549,25 @@ std::string Communicator::dump_flight_recorder_file(const std::string& dir,
   return path;
 }
 
-// Note [Cross-rank argument check]: before each collective, the ranks all-gather a small
+// Note [Cross-rank argument check]: before each collective, the ranks exchange a small
 // fingerprint of their call (op, dtype, shape, root, reduce op). A mismatch is an error on
-// every rank at once, with each rank's view in the message, where the engines would hang
-// or read garbage. It costs one small all-gather per collective;
-// FLAMBEAU_COMM_CHECK_ARGS=0 or hints={"check_args": "0"} turns it off.
-void Communicator::check_same_everywhere(const Desc& d, Millis timeout, int64_t seq) {
+// every rank at once, with each rank's view in the message, where the engines would hang,
+// read garbage or crash on a size they did not expect. It costs one exchange per
+// collective, so a small all_reduce or all_gather (up to kEagerBytes) sends its data along
+// and is done within it, where the engine supports messages of different lengths (Gloo);
+// FLAMBEAU_COMM_CHECK_ARGS=0 or hints={"check_args": "0"} turns the check off.
+bool Communicator::check_same_everywhere(const Desc& d, Millis timeout, int64_t seq) {
   constexpr int kLen = 16, kMaxDims = 10;
-  Tensor mine = zeros({kLen}, kInt64);
-  int64_t* f = mine.data<int64_t>();
+  constexpr size_t kHeader = kLen * sizeof(int64_t);
+  Tensor eager = d.eager_input.defined() ? d.eager_input.contiguous() : Tensor();
+  const size_t payload = eager.defined() ? eager.numel() * eager.element_size() : 0;
+  // Every rank posts the same slot size whatever its call (Gloo aborts on a message longer
+  // than the receive posted for it).
+  const size_t slot = kHeader + kEagerBytes;
+  Tensor message = empty({int64_t(slot * size_)}, kUInt8);
+  char* base = static_cast<char*>(message.data_ptr());
+  char* mine_at = base + rank_ * slot;
+  int64_t f[kLen] = {};
   f[0] = int64_t(d.op);
   f[1] = d.dtype ? int64_t(*d.dtype) : -1;
   f[2] = d.root;
@@ -570,13 +581,30 @@ void Communicator::check_same_everywhere(const Desc& d, Millis timeout, int64_t 
     }
     f[15] = numel;
   }
-  Tensor all = empty({int64_t(size_) * kLen}, kInt64);
-  backend_->all_gather_single(all, mine, timeout);
+  std::memcpy(mine_at, f, kHeader);
+  if (payload) std::memcpy(mine_at + kHeader, eager.data_ptr(), payload);
+  bool eager_sent = backend_->exchange(mine_at, kHeader + payload, base, slot, timeout);
+  Tensor all;
+  if (eager_sent) {
+    all = empty({int64_t(size_) * kLen}, kInt64);
+    for (int r = 0; r < size_; ++r) std::memcpy(all.data<int64_t>() + r * kLen, base + r * slot, kHeader);
+  } else {
+    Tensor fp = empty({kLen}, kInt64);
+    std::memcpy(fp.data_ptr(), f, kHeader);
+    all = empty({int64_t(size_) * kLen}, kInt64);
+    backend_->all_gather_single(all, fp, timeout);
+  }
   const int64_t* a = all.data<int64_t>();
   bool same = true;
   for (int r = 0; r < size_ && same; ++r)
     for (int i = 0; i < kLen; ++i) same = same && a[r * kLen + i] == f[i];
-  if (same) return;
+  if (same) {
+    if (!eager_sent || !d.eager_finish) return false;
+    std::vector<const char*> blocks;
+    for (int r = 0; r < size_; ++r) blocks.push_back(base + r * slot + kHeader);
+    d.eager_finish(blocks);
+    return true;
+  }
   auto describe = [&](const int64_t* g) {
     std::string s = op_name(OpName(g[0]));
     if (g[4] >= 0) {

@@ -141,7 +141,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::exception_ptr canceled_error(const Desc& d, int64_t seq) const;
   std::string context(OpName op, int64_t seq, bool p2p) const;
   void check_usable(OpName op) const;
-  void check_same_everywhere(const Desc& d, Millis timeout, int64_t seq);
+  // The cross-rank argument check; true when it also did the op (an eager one).
+  bool check_same_everywhere(const Desc& d, Millis timeout, int64_t seq);
   FlightRecorderHeader recorder_header() const;
   bool current_busy() const;
 

@@ -1,5 +1,6 @@
 // The Gloo engine (libgloo-dev): one TCP context per communicator, connected through the
-// rendezvous store. all_reduce uses Gloo's bcube (small) or ring (large) algorithm;
+// rendezvous store. all_reduce: one direct exchange up to 64 KiB, else Gloo's bcube (up to
+// 256 KiB) or ring algorithm;
 // reduce-scatter is a pipelined ring on Gloo's P2P buffers (Gloo's own helpers would
 // all-reduce everything); the other collectives are Gloo's. A failed context is dead: abort()
 // closes its connections, which also makes the peers' pending ops fail at once.
@@ -78,8 +79,11 @@ std::string local_host() {
 
 // Slot of P2P messages: a prefix Gloo's collectives do not use.
 constexpr uint64_t kP2PSlot = uint64_t(0x7e) << 56;
-// Reduce-scatter's ring uses its own prefix, one tag per op.
+// Reduce-scatter's ring and the direct all_reduce use their own prefixes, one tag per op.
 constexpr uint64_t kRingSlot = uint64_t(0x7d) << 56;
+constexpr uint64_t kDirectSlot = uint64_t(0x7c) << 56;
+// all_reduce up to this size goes direct (one exchange; see all_reduce_direct).
+constexpr size_t kDirectBytes = 64 << 10;
 
 class GlooBackend : public Backend {
  public:
@@ -113,6 +117,8 @@ class GlooBackend : public Backend {
   int size() const override { return size_; }
 
   void all_reduce(const Tensor& t, RedOpType op, Millis timeout) override {
+    const size_t bytes = t.numel() * t.element_size();
+    if (size_ > 1 && bytes <= kDirectBytes && size_ <= 16) return all_reduce_direct(t, op, timeout);
     guard([&] {
       gloo::AllreduceOptions o(context_);
       by_size(t.element_size(), [&]<class T>() { o.setOutput(static_cast<T*>(t.data_ptr()), t.numel()); });
@@ -126,7 +132,57 @@ class GlooBackend : public Backend {
     });
   }
 
+  // Small all_reduce in one exchange: every rank sends its tensor to every other one and
+  // reduces all of them in rank order (the same bits on every rank). Latency-bound sizes
+  // only: each rank receives (size - 1) tensors.
+  void all_reduce_direct(const Tensor& t, RedOpType op, Millis timeout) {
+    guard([&] {
+      const size_t es = t.element_size(), n = t.numel(), bytes = n * es;
+      Tensor mine = t.clone();
+      Tensor others = empty({int64_t(n) * (size_ - 1)}, t.dtype());
+      char* base = static_cast<char*>(others.data_ptr());
+      auto send_buf = context_->createUnboundBuffer(mine.data_ptr(), bytes);
+      auto recv_buf = context_->createUnboundBuffer(base, bytes * (size_ - 1));
+      const uint64_t slot = kDirectSlot | next_tag();
+      auto index = [&](int r) { return size_t(r < rank_ ? r : r - 1); };  // in `others`
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_) {
+          send_buf->send(r, slot);
+          recv_buf->recv(r, slot, index(r) * bytes, bytes);
+        }
+      for (int k = 0; k < size_ - 1; ++k)
+        if (!recv_buf->waitRecv(timeout)) throw aborted_error(-1);
+      auto block = [&](int r) -> const void* {
+        return r == rank_ ? mine.data_ptr() : base + index(r) * bytes;
+      };
+      std::memcpy(t.data_ptr(), block(0), bytes);
+      for (int r = 1; r < size_; ++r) reduce_buffers(t.data_ptr(), t.data_ptr(), block(r), n, t.dtype(), op);
+      for (int k = 0; k < size_ - 1; ++k)
+        if (!send_buf->waitSend(timeout)) throw aborted_error(-1);
+    });
+  }
+
   void all_gather_single(const Tensor& out, const Tensor& in, Millis timeout) override {
+    const size_t bytes = in.numel() * in.element_size();
+    if (size_ > 1 && bytes * size_ <= kDirectBytes && size_ <= 16) {
+      // Small: one direct exchange (Gloo's ring takes size - 1 steps).
+      return guard([&] {
+        char* o = static_cast<char*>(out.data_ptr());
+        auto send_buf = context_->createUnboundBuffer(in.data_ptr(), bytes);
+        auto recv_buf = context_->createUnboundBuffer(o, bytes * size_);
+        const uint64_t slot = kDirectSlot | next_tag();
+        for (int r = 0; r < size_; ++r)
+          if (r != rank_) {
+            send_buf->send(r, slot);
+            recv_buf->recv(r, slot, r * bytes, bytes);
+          }
+        std::memcpy(o + rank_ * bytes, in.data_ptr(), bytes);
+        for (int k = 0; k < size_ - 1; ++k)
+          if (!recv_buf->waitRecv(timeout)) throw aborted_error(-1);
+        for (int k = 0; k < size_ - 1; ++k)
+          if (!send_buf->waitSend(timeout)) throw aborted_error(-1);
+      });
+    }
     guard([&] {
       gloo::AllgatherOptions o(context_);
       by_size(in.element_size(), [&]<class T>() {
@@ -274,6 +330,26 @@ class GlooBackend : public Backend {
         if (!ok) throw aborted_error(ops[i].peer);
       }
     });
+  }
+
+  bool exchange(const void* message, size_t bytes, void* inbox, size_t slot_bytes,
+                Millis timeout) override {
+    guard([&] {
+      // A receive may be posted longer than the message that fills it (Gloo checks <=).
+      auto send_buf = context_->createUnboundBuffer(const_cast<void*>(message), bytes);
+      auto recv_buf = context_->createUnboundBuffer(inbox, slot_bytes * size_);
+      const uint64_t slot = kDirectSlot | next_tag();
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_) {
+          send_buf->send(r, slot);
+          recv_buf->recv(r, slot, r * slot_bytes, slot_bytes);
+        }
+      for (int k = 0; k < size_ - 1; ++k)
+        if (!recv_buf->waitRecv(timeout)) throw aborted_error(-1);
+      for (int k = 0; k < size_ - 1; ++k)
+        if (!send_buf->waitSend(timeout)) throw aborted_error(-1);
+    });
+    return true;
   }
 
   void barrier(Millis timeout) override {
