@@ -66,6 +66,19 @@ def buffers(lib, op, dtype, nbytes, world, rank):
     return lib.empty(n // world, dtype=dt), lib.ones(n, dtype=dt)
 
 
+def flambeau_runner(comm, op, out, inp):
+    """fn(k): runs the op k times on flambeau's communicator."""
+    def run(k):
+        for _ in range(k):
+            if op == "all_reduce":
+                comm.all_reduce(out)
+            elif op == "all_gather_single":
+                comm.all_gather_single(out, inp)
+            else:
+                comm.reduce_scatter_single(out, inp)
+    return run
+
+
 def worker_gloo(rank, world, port, quick):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port + 1))
     import torch
@@ -87,14 +100,7 @@ def worker_gloo(rank, world, port, quick):
         fo, fi = buffers(fl, op, dtype, nbytes, world, rank)
         to, ti = buffers(torch, op, dtype, nbytes, world, rank)
 
-        def run_fl(k, fo=fo, fi=fi, op=op):
-            for _ in range(k):
-                if op == "all_reduce":
-                    comm.all_reduce(fo)
-                elif op == "all_gather_single":
-                    comm.all_gather_single(fo, fi)
-                else:
-                    comm.reduce_scatter_single(fo, fi)
+        run_fl = flambeau_runner(comm, op, fo, fi)
 
         def run_torch(k, to=to, ti=ti, op=op):
             for _ in range(k):
@@ -135,14 +141,7 @@ def worker_mpi(quick):
         else:
             ro, ri = np.empty(n // world, np.float32), np.ones(n, np.float32)
 
-        def run_fl(k, fo=fo, fi=fi, op=op):
-            for _ in range(k):
-                if op == "all_reduce":
-                    comm.all_reduce(fo)
-                elif op == "all_gather_single":
-                    comm.all_gather_single(fo, fi)
-                else:
-                    comm.reduce_scatter_single(fo, fi)
+        run_fl = flambeau_runner(comm, op, fo, fi)
 
         def run_raw(k, ro=ro, ri=ri, op=op):
             for _ in range(k):

@@ -83,6 +83,18 @@ def init():
     dist.init_process_group(BACKEND, timeout=float(os.environ.get("DIST_TIMEOUT", "30")))
 
 
+def store():
+    """The scenario's TCPStore (rank 0 serves it on MASTER_PORT)."""
+    return dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
+
+
+def comm(s, name, **options):
+    """A gloo communicator of all ranks on store s; errors raise (no process abort) unless
+    options say otherwise."""
+    options.setdefault("abort_process_on_timeout_or_error", False)
+    return dist.new_comm("gloo", store=s, name=name, rank=RANK, size=WORLD, **options)
+
+
 def scenario_ops():
     """Every op x dtype x size against the reference."""
     init()
@@ -284,9 +296,9 @@ def scenario_groups():
 
 def scenario_concurrent():
     """Two communicators progress at once: async ops issued from two threads, interleaved."""
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
-    a = dist.new_comm("gloo", store=store, name="a", rank=RANK, size=WORLD, abort_process_on_timeout_or_error=False)
-    b = dist.new_comm("gloo", store=store, name="b", rank=RANK, size=WORLD, abort_process_on_timeout_or_error=False)
+    kv = store()
+    a = comm(kv, "a")
+    b = comm(kv, "b")
     results = {}
 
     def run(comm, key, n):
@@ -329,9 +341,8 @@ def scenario_concurrent():
 def scenario_timeout():
     """The last rank sleeps through a collective: the others fail with a timeout error within
     timeout + 0.5 s, later ops fail at once, and abort hooks and the flight recorder work."""
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
-    c = dist.new_comm("gloo", store=store, name="t", rank=RANK, size=WORLD, timeout=0.5,
-                      abort_process_on_timeout_or_error=False)
+    kv = store()
+    c = comm(kv, "t", timeout=0.5)
     c.all_reduce(fl.ones(4))
     if RANK == WORLD - 1:
         time.sleep(3.0)
@@ -353,9 +364,8 @@ def scenario_timeout():
 
 def scenario_kill():
     """The last rank is SIGKILLed inside a large all_reduce: every survivor raises within 0.5 s."""
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
-    c = dist.new_comm("gloo", store=store, name="k", rank=RANK, size=WORLD, timeout=20,
-                      abort_process_on_timeout_or_error=False)
+    kv = store()
+    c = comm(kv, "k", timeout=20)
     c.barrier()
     victim = WORLD - 1
     if RANK == victim:
@@ -380,10 +390,9 @@ def scenario_kill():
 def scenario_reconfigure():
     """The last rank is SIGKILLed; the survivors reconfigure from their init handles and
     complete a correct all_reduce, then go on with the new group."""
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
-    c = dist.new_comm("gloo", store=store, name="rc", rank=RANK, size=WORLD, timeout=10,
-                      abort_process_on_timeout_or_error=False, enable_reconfigure=True)
-    store.set(f"handle{RANK}", c.get_init_handle())
+    kv = store()
+    c = comm(kv, "rc", timeout=10, enable_reconfigure=True)
+    kv.set(f"handle{RANK}", c.get_init_handle())
     c.barrier()
     victim = WORLD - 1
     if RANK == victim:
@@ -397,7 +406,7 @@ def scenario_reconfigure():
         failed = time.monotonic()
         assert e.kind in ("peer failed", "timeout"), e.kind
     survivors = [r for r in range(WORLD) if r != victim]
-    handles = [store.get(f"handle{r}").decode() for r in survivors]
+    handles = [kv.get(f"handle{r}").decode() for r in survivors]
     c.reconfigure("after-kill-1", handles)
     assert c.get_size() == len(survivors) and c.get_rank() == survivors.index(RANK)
     t = fl.full((1000,), float(RANK + 1))
@@ -415,9 +424,8 @@ def scenario_reconfigure():
 def scenario_fault(kind, timeout):
     """Loops one kind of op (a collective, a P2P ring or a barrier) until it fails: the test
     SIGKILLs or SIGSTOPs one rank meanwhile. Prints the wall-clock time of the failure."""
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
-    c = dist.new_comm("gloo", store=store, name="f", rank=RANK, size=WORLD, timeout=float(timeout),
-                      abort_process_on_timeout_or_error=False)
+    kv = store()
+    c = comm(kv, "f", timeout=float(timeout))
     c.barrier()
     print(f"READY {time.time()!r}", flush=True)
     t = fl.ones(200_000)
@@ -449,7 +457,7 @@ def scenario_mpi():
     dist.reduce_scatter_single(o, fl.arange(3 * WORLD, dtype=fl.float32), op=dist.ReduceOp.AVG)
     assert o.tolist() == [float(3 * RANK + i) for i in range(3)]
     expect_raises(lambda: dist.all_reduce(fl.ones(2 + RANK)), dist.DistBackendError, "rank 0: all_reduce (2,)")
-    c = dist.new_comm("mpi", name="rc", enable_reconfigure=True, abort_process_on_timeout_or_error=False)
+    c = dist.new_comm("mpi", name="rc", enable_reconfigure=True)
     expect_raises(lambda: c.reconfigure("u", [c.get_init_handle()]), NotImplementedError, "ULFM")
     c.finalize()
     dist.destroy_process_group()
@@ -458,9 +466,8 @@ def scenario_mpi():
 def scenario_abort_process():
     """With abort_process_on_timeout_or_error=True a timeout runs the abort hooks, dumps the
     flight recorder and ends the process with SIGABRT."""
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
-    c = dist.new_comm("gloo", store=store, name="ap", rank=RANK, size=WORLD, timeout=0.5,
-                      abort_process_on_timeout_or_error=True)
+    kv = store()
+    c = comm(kv, "ap", timeout=0.5, abort_process_on_timeout_or_error=True)
     marker = os.path.join(os.environ["FLAMBEAU_FR_DUMP_DIR"], f"hook_{RANK}")
     c.register_abort_hook(lambda: open(marker, "w").write("hook ran"))
     c.all_reduce(fl.ones(4))
@@ -475,9 +482,8 @@ def scenario_desync():
     """Rank 2 skips the 4th all_reduce: ranks 0 and 1 time out in it; every rank dumps its
     flight recorder to $FLAMBEAU_FR_DUMP_DIR for the reader (test_flight_recorder.py)."""
     out = os.environ["FLAMBEAU_FR_DUMP_DIR"]
-    store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), WORLD, RANK == 0, wait_for_workers=False)
-    c = dist.new_comm("gloo", store=store, name="fr", rank=RANK, size=WORLD, timeout=0.5,
-                      abort_process_on_timeout_or_error=False)
+    kv = store()
+    c = comm(kv, "fr", timeout=0.5)
     for _ in range(3):
         c.all_reduce(fl.ones(4))
     if RANK == 2:
