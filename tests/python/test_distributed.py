@@ -132,6 +132,10 @@ def test_single_rank_group_in_process():
     assert not dist.is_initialized()
 
 
+def test_file_rendezvous(tmp_path):
+    harness.run("file_init", 3, args=(tmp_path / "store",)).check_ok()
+
+
 def test_unreachable_store_and_port_in_use():
     port = harness.free_port()
     with pytest.raises(dist.DistNetworkError, match=str(port)):

@@ -463,6 +463,15 @@ def scenario_mpi():
     dist.destroy_process_group()
 
 
+def scenario_file_init(path):
+    """file:// rendezvous (a FileStore shared by the ranks)."""
+    dist.init_process_group("gloo", init_method=f"file://{path}", rank=RANK, world_size=WORLD, timeout=30)
+    t = fl.full((3,), float(RANK + 1))
+    dist.all_reduce(t)
+    assert t.tolist() == [float(WORLD * (WORLD + 1) // 2)] * 3
+    dist.destroy_process_group()
+
+
 def scenario_abort_process():
     """With abort_process_on_timeout_or_error=True a timeout runs the abort hooks, dumps the
     flight recorder and ends the process with SIGABRT."""
