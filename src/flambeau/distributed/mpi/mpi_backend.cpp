@@ -53,6 +53,7 @@ bool oversubscribed() {
 // of the collectives (Note [MPI counts]) use their own tag, so that the two never match.
 constexpr int kUserTag = 0;
 constexpr int kFallbackTag = 1;
+constexpr int kExchangeTag = 2;  // the cross-rank check
 
 std::string mpi_error_text(int rc) {
   char buf[MPI_MAX_ERROR_STRING] = {};
@@ -534,6 +535,35 @@ class MpiBackend : public Backend {
       });
     }
     wait(p, name, timeout);
+  }
+
+  // The cross-rank check's exchange: a receive may be longer than the message that fills
+  // it. The buffers MPI touches belong to the Pending (they outlive a timed-out request).
+  bool exchange(const void* message, size_t bytes, void* inbox, size_t slot_bytes,
+                Millis timeout) override {
+    enter("exchange");
+    if (size_ == 1) return true;
+    FLB_CHECK(slot_bytes <= size_t(INT_MAX), ValueError, "[mpi] exchange slots of ", slot_bytes, " bytes");
+    Pending p;
+    Tensor msg = empty({int64_t(bytes)}, kUInt8), box = empty({int64_t(slot_bytes) * size_}, kUInt8);
+    p.tensors = {msg, box};
+    std::memcpy(msg.data_ptr(), message, bytes);
+    char* b = bytes_of(box);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      post(p, "MPI_Irecv", r, [&](MPI_Request* q) {
+        return MPI_Irecv(b + r * slot_bytes, int(slot_bytes), MPI_BYTE, r, kExchangeTag, comm_, q);
+      });
+      post(p, "MPI_Isend", r, [&](MPI_Request* q) {
+        return MPI_Isend(msg.data_ptr(), int(bytes), MPI_BYTE, r, kExchangeTag, comm_, q);
+      });
+    }
+    wait(p, "check", timeout);
+    // A peer whose call matched sent as many bytes as this rank; one that did not differs in
+    // its header, which is all that is read of it.
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) std::memcpy(static_cast<char*>(inbox) + r * slot_bytes, b + r * slot_bytes, bytes);
+    return true;
   }
 
   void barrier(Millis timeout) override {
