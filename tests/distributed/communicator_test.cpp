@@ -170,6 +170,46 @@ TEST(Communicator, ReconfigureFromTheSurvivors) {
   }, Millis(5000), true);
 }
 
+TEST(Communicator, ReconfigureAddsAJoiner) {
+  if (!gloo_available()) GTEST_SKIP() << "built without Gloo";
+  auto store = std::make_shared<HashStore>();
+  store->set_timeout(Millis(10000));
+  auto make = [&](int rank, int size) {
+    CommOptions o;
+    o.store = store;
+    o.rank = rank;
+    o.size = size;
+    o.name = "join";
+    o.timeout = Millis(5000);
+    o.abort_process_on_timeout_or_error = false;
+    o.enable_reconfigure = true;
+    return new_comm("gloo", kCPU, o);
+  };
+  // Two members and a joiner that starts alone under the same name; all three list the
+  // same handles (in the new rank order) and meet under one uuid.
+  std::shared_ptr<Communicator> comms[3];
+  std::thread t0([&] { comms[0] = make(0, 2); }), t1([&] { comms[1] = make(1, 2); });
+  t0.join();
+  t1.join();
+  comms[2] = make(0, 1);
+  std::vector<std::string> handles = {comms[0]->init_handle(), comms[1]->init_handle(), comms[2]->init_handle()};
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> got(3);
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&, i] {
+      comms[i]->reconfigure("grow", handles);
+      Tensor t = full({2}, float(i + 1));
+      comms[i]->all_reduce(t, RedOpType::SUM, false);
+      got[i] = values(t);
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(comms[i]->size(), 3);
+    EXPECT_EQ(comms[i]->rank(), i);
+    EXPECT_EQ(got[i], std::vector<float>(2, 6.0f));
+  }
+}
+
 TEST(Communicator, HooksSeeEveryOp) {
   if (!gloo_available()) GTEST_SKIP() << "built without Gloo";
   with_group(2, [](Communicator& c) {
