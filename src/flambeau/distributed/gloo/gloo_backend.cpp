@@ -3,7 +3,9 @@
 // 256 KiB) or ring algorithm;
 // reduce-scatter is a pipelined ring on Gloo's P2P buffers (Gloo's own helpers would
 // all-reduce everything); the other collectives are Gloo's. A failed context is dead: abort()
-// closes its connections, which also makes the peers' pending ops fail at once.
+// fails and closes its connections, which also makes the peers' pending ops fail at once,
+// and a watcher does the same when a pair fails during an op (Note [Gloo waits a failed
+// connection does not wake]).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoallv.h>
@@ -19,9 +21,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "flambeau/distributed/engines.h"
+#include "flambeau/distributed/gloo/gloo_pair_failure.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::distributed {
@@ -108,9 +114,17 @@ class GlooBackend : public Backend {
                                              " of ", size_, " for communicator '", name_,
                                              "': ", e.what()));
     }
+    if (gloo_pairs::supported()) watcher_ = std::thread([this] { watch(); });
   }
 
-  ~GlooBackend() override = default;
+  ~GlooBackend() override {
+    {
+      std::lock_guard lock(watch_mutex_);
+      watch_stop_ = true;
+    }
+    watch_cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+  }
 
   std::string version() const override { return "gloo 0.0~git20220518 (Debian)"; }
   int rank() const override { return rank_; }
@@ -363,6 +377,7 @@ class GlooBackend : public Backend {
 
   void abort() override {
     if (aborted_.exchange(true)) return;
+    gloo_pairs::fail_context(*context_, "the communicator was aborted");  // wakes a running op
     for (int r = 0; r < size_; ++r)
       if (r != rank_) {
         try {
@@ -398,11 +413,13 @@ class GlooBackend : public Backend {
     };
   }
 
-  // Runs a Gloo call, turning its exceptions into DistBackendError.
+  // Runs a Gloo call, turning its exceptions into DistBackendError; the watcher looks after
+  // the pairs meanwhile.
   template <class F>
   void guard(F&& f) {
     if (aborted_)
       throw DistBackendError("the gloo context was aborted", CommErrorKind::Aborted, "", -1, -1);
+    OpInFlight in_flight(*this);
     try {
       f();
     } catch (const DistBackendError&) {
@@ -410,14 +427,53 @@ class GlooBackend : public Backend {
     } catch (const gloo::IoException& e) {
       std::string what = e.what();
       bool timed_out = what.find("imed out") != std::string::npos;
-      throw DistBackendError("gloo: " + what,
-                             aborted_    ? CommErrorKind::Aborted
-                             : timed_out ? CommErrorKind::Timeout
-                                         : CommErrorKind::PeerFailed,
-                             "", -1, -1);
+      int peer = failed_peer_.load();
+      throw DistBackendError("gloo: " + what +
+                                 (peer >= 0 ? detail::str_cat(" (rank ", peer, " failed)") : ""),
+                             aborted_                 ? CommErrorKind::Aborted
+                             : timed_out && peer < 0  ? CommErrorKind::Timeout
+                                                      : CommErrorKind::PeerFailed,
+                             "", -1, peer);
     } catch (const gloo::Exception& e) {
       throw DistBackendError(std::string("gloo: ") + e.what(),
                              aborted_ ? CommErrorKind::Aborted : CommErrorKind::Backend, "", -1, -1);
+    }
+  }
+
+  // Marks an op running, so the watcher polls the pairs.
+  struct OpInFlight {
+    explicit OpInFlight(GlooBackend& b) : b(b) {
+      {
+        std::lock_guard lock(b.watch_mutex_);
+        ++b.ops_in_flight_;
+      }
+      b.watch_cv_.notify_all();
+    }
+    ~OpInFlight() {
+      std::lock_guard lock(b.watch_mutex_);
+      --b.ops_in_flight_;
+    }
+    GlooBackend& b;
+  };
+
+  // While an op runs, polls the pairs; on the first failed one fails the whole context, so
+  // the op raises now instead of at its timeout (Note [Gloo waits a failed connection does
+  // not wake]).
+  void watch() {
+    std::unique_lock lock(watch_mutex_);
+    while (!watch_stop_) {
+      watch_cv_.wait(lock, [&] { return watch_stop_ || ops_in_flight_ > 0; });
+      while (!watch_stop_ && ops_in_flight_ > 0 && failed_peer_ < 0) {
+        lock.unlock();
+        int peer = gloo_pairs::failed_peer(*context_);
+        if (peer >= 0) {
+          failed_peer_ = peer;
+          gloo_pairs::fail_context(*context_, detail::str_cat("rank ", peer, " failed"));
+        }
+        lock.lock();
+        watch_cv_.wait_for(lock, kWatchPoll, [&] { return watch_stop_; });
+      }
+      if (failed_peer_ >= 0) watch_cv_.wait(lock, [&] { return watch_stop_; });
     }
   }
 
@@ -429,6 +485,14 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::atomic<bool> aborted_{false};
   uint32_t tag_ = 1;
+  // The watcher: ops running, the first failed peer it saw, its thread.
+  static constexpr Millis kWatchPoll{5};
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  int ops_in_flight_ = 0;
+  bool watch_stop_ = false;
+  std::atomic<int> failed_peer_{-1};
+  std::thread watcher_;
 };
 
 }  // namespace
