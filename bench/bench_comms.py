@@ -5,7 +5,8 @@ reduce_scatter_single, fp32 and bf16, 4 KiB to 64 MiB (the size of one rank's te
 all_reduce, of the output for all_gather, of the input for reduce_scatter); medians of
 alternating rounds; bus bandwidth as nccl-tests define it. Then the time from SIGKILLing one
 of 3 ranks to the survivors' first completed all_reduce after reconfigure().
-Usage: .venv/bin/python bench/bench_comms.py [--quick]   (prints Markdown tables)"""
+Usage: .venv/bin/python bench/bench_comms.py [--quick] [--only gloo|mpi|reconfigure]
+(prints Markdown tables)"""
 import json
 import os
 import signal
@@ -240,12 +241,17 @@ def main():
             print("RESULT " + json.dumps(rows), flush=True)
         return
     quick = "--quick" in sys.argv
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    wanted = lambda part: only in (None, part)  # noqa: E731
     cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/Model name: *//p' | head -1"], capture_output=True,
                          text=True).stdout.strip()
     print(f"CPU: {cpu}, {os.cpu_count()} cores; 2 ranks, 1 thread each, 127.0.0.1")
-    table(run_workers("gloo", 2, quick), "torch", 2, "flambeau gloo vs torch 2.13 gloo")
+    if wanted("gloo"):
+        table(run_workers("gloo", 2, quick), "torch", 2, "flambeau gloo vs torch 2.13 gloo")
     try:
         import mpi4py  # noqa: F401
+        if not wanted("mpi"):
+            raise StopIteration
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMP_NUM_THREADS="1",
                    OMPI_MCA_btl_vader_single_copy_mechanism="none")
         p = subprocess.Popen(["mpirun", "-np", "2", "--bind-to", "none", sys.executable, __file__, "--worker", "mpi",
@@ -253,6 +259,10 @@ def main():
         table(collect([p], 900), "raw MPI", 2, "flambeau mpi vs raw Open MPI (mpi4py), float32")
     except ImportError:
         print("\nmpi: skipped (mpi4py not installed: pip install mpi4py)")
+    except StopIteration:
+        pass
+    if not wanted("reconfigure"):
+        return
     times = [run_workers("reconfigure", 3, quick)[0] for _ in range(5)]
     print(f"\nreconfigure: SIGKILL of 1 of 3 ranks to the survivors' first completed all_reduce after "
           f"reconfigure(): median {statistics.median(times) * 1e3:.1f} ms (runs: "

@@ -301,32 +301,28 @@ class MpiBackend : public Backend {
     MPI_Op mop = mpi_op(t.dtype(), op);
     const size_t es = t.element_size();
     const int64_t n = t.numel();
-    if (size_ > 1 && n * int64_t(es) >= (int64_t(1) << 20) && n >= size_ && n <= max_count_) {
-      // Note [MPI all_reduce]: large ones as a reduce-scatter then an all-gather (each rank
-      // moves 2(n-1)/n of the data), which Open MPI's non-blocking all_reduce does not do.
-      const auto deadline = Clock::now() + timeout;
-      auto counts = std::make_shared<std::vector<int>>(size_), displs = std::make_shared<std::vector<int>>(size_);
-      for (int r = 0; r < size_; ++r) {
-        (*counts)[r] = int(n / size_ + (r < n % size_ ? 1 : 0));
-        (*displs)[r] = r ? (*displs)[r - 1] + (*counts)[r - 1] : 0;
-      }
-      Tensor part = empty({(*counts)[rank_]}, t.dtype());
-      Pending p1;
-      p1.tensors = {t, part};
-      p1.keep = {counts};
-      post(p1, "MPI_Ireduce_scatter", -1, [&](MPI_Request* r) {
-        return MPI_Ireduce_scatter(bytes_of(t), part.data_ptr(), counts->data(), dt, mop, comm_, r);
+    if (size_ == 2) {
+      // Note [MPI all_reduce]: with two ranks, one exchange of the whole tensor and a local
+      // reduction (in rank order, so both get the same bits) moves as much as any algorithm
+      // and is 1.3-2x faster than Open MPI's non-blocking all_reduce from 1 MiB (its
+      // reduce-scatter + all-gather is 3x slower still).
+      const int peer = 1 - rank_;
+      Tensor theirs = empty({n}, t.dtype());
+      p.tensors.push_back(theirs);
+      for_chunks(n, max_count_, [&](int64_t at, int c) {
+        post(p, "MPI_Irecv", peer, [&](MPI_Request* r) {
+          return MPI_Irecv(bytes_of(theirs) + at * es, c, dt, peer, kFallbackTag, comm_, r);
+        });
+        p.expect.back() = c;
+        p.type.back() = dt;
+        post(p, "MPI_Isend", peer, [&](MPI_Request* r) {
+          return MPI_Isend(bytes_of(t) + at * es, c, dt, peer, kFallbackTag, comm_, r);
+        });
       });
-      wait(p1, "all_reduce", timeout);
-      Pending p2;
-      p2.tensors = {t, part};
-      p2.keep = {counts, displs};
-      post(p2, "MPI_Iallgatherv", -1, [&](MPI_Request* r) {
-        return MPI_Iallgatherv(part.data_ptr(), (*counts)[rank_], dt, bytes_of(t), counts->data(),
-                               displs->data(), dt, comm_, r);
-      });
-      auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now());
-      wait(p2, "all_reduce", std::max(left, Millis(1)));
+      wait(p, "all_reduce", timeout);
+      const void* first = rank_ == 0 ? t.data_ptr() : theirs.data_ptr();
+      const void* second = rank_ == 0 ? theirs.data_ptr() : t.data_ptr();
+      reduce_buffers(t.data_ptr(), first, second, size_t(n), t.dtype(), op);
       return;
     }
     for_chunks(t.numel(), max_count_, [&](int64_t at, int c) {
