@@ -186,6 +186,13 @@ def scenario_ops():
     dist.all_reduce(t)
     ref = fl.arange(n, dtype=fl.float32) % 13 * (WORLD * (WORLD + 1) // 2)
     assert bool((t == ref).all()), "large all_reduce"
+    t = (fl.arange(n, dtype=fl.float32) % 7 - RANK).to(fl.bfloat16)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    assert bool((t == (fl.arange(n, dtype=fl.float32) % 7).to(fl.bfloat16)).all()), "large bf16 all_reduce MAX"
+    o = fl.empty(WORLD * n, dtype=fl.float32)
+    dist.all_gather_single(o, fl.arange(n, dtype=fl.float32) % 5 + 10 * RANK)
+    ref = fl.cat([fl.arange(n, dtype=fl.float32) % 5 + 10 * r for r in range(WORLD)])
+    assert bool((o == ref).all()), "large all_gather_single"
     o = fl.empty(n, dtype=fl.float32)
     dist.reduce_scatter_single(o, fl.arange(WORLD * n, dtype=fl.float32) % 11 * (RANK + 1))
     ref = (fl.arange(WORLD * n, dtype=fl.float32) % 11 * (WORLD * (WORLD + 1) // 2))[RANK * n:(RANK + 1) * n]

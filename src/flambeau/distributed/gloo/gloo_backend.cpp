@@ -1,6 +1,6 @@
 // The Gloo engine (libgloo-dev): one TCP context per communicator, connected through the
-// rendezvous store. all_reduce: one direct exchange up to 64 KiB, else Gloo's bcube (up to
-// 256 KiB) or ring algorithm;
+// rendezvous store. Up to 16 ranks: all_gather in one direct exchange; all_reduce in one
+// direct exchange up to 64 KiB, above as the ring reduce-scatter then the direct all-gather;
 // reduce-scatter is a pipelined ring on Gloo's P2P buffers (Gloo's own helpers would
 // all-reduce everything); the other collectives are Gloo's. A failed context is dead: abort()
 // fails and closes its connections, which also makes the peers' pending ops fail at once,
@@ -133,6 +133,7 @@ class GlooBackend : public Backend {
   void all_reduce(const Tensor& t, RedOpType op, Millis timeout) override {
     const size_t bytes = t.numel() * t.element_size();
     if (size_ > 1 && bytes <= kDirectBytes && size_ <= 16) return all_reduce_direct(t, op, timeout);
+    if (size_ > 1 && size_ <= 16) return all_reduce_ring(t, op, timeout);
     guard([&] {
       gloo::AllreduceOptions o(context_);
       by_size(t.element_size(), [&]<class T>() { o.setOutput(static_cast<T*>(t.data_ptr()), t.numel()); });
@@ -176,10 +177,23 @@ class GlooBackend : public Backend {
     });
   }
 
+  // Large all_reduce: the ring reduce-scatter below, in place, then the direct all-gather:
+  // each rank sends 2 (size - 1) / size of the tensor, as in Gloo's ring, with the adding
+  // overlapped with the transfer. The few elements past the last whole block go direct.
+  void all_reduce_ring(const Tensor& t, RedOpType op, Millis timeout) {
+    const int64_t n = t.numel(), block = n / size_;
+    Tensor flat = t.view({n});
+    Tensor mine = flat.narrow(0, rank_ * block, block);
+    reduce_scatter_single(mine, flat.narrow(0, 0, block * size_), op, timeout);
+    all_gather_single(flat.narrow(0, 0, block * size_), mine, timeout);
+    if (n % size_) all_reduce_direct(flat.narrow(0, block * size_, n % size_), op, timeout);
+  }
+
   void all_gather_single(const Tensor& out, const Tensor& in, Millis timeout) override {
     const size_t bytes = in.numel() * in.element_size();
-    if (size_ > 1 && bytes * size_ <= kDirectBytes && size_ <= 16) {
-      // Small: one direct exchange (Gloo's ring takes size - 1 steps).
+    if (size_ > 1 && size_ <= 16) {
+      // One direct exchange: each rank sends its block to every other, as much as Gloo's
+      // ring moves, in one step instead of size - 1.
       return guard([&] {
         char* o = static_cast<char*>(out.data_ptr());
         auto send_buf = context_->createUnboundBuffer(in.data_ptr(), bytes);
@@ -190,7 +204,7 @@ class GlooBackend : public Backend {
             send_buf->send(r, slot);
             recv_buf->recv(r, slot, r * bytes, bytes);
           }
-        std::memcpy(o + rank_ * bytes, in.data_ptr(), bytes);
+        if (o + rank_ * bytes != in.data_ptr()) std::memcpy(o + rank_ * bytes, in.data_ptr(), bytes);
         for (int k = 0; k < size_ - 1; ++k)
           if (!recv_buf->waitRecv(timeout)) throw aborted_error(-1);
         for (int k = 0; k < size_ - 1; ++k)
