@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from dist.harness import pid_alive
+
 from flambeau.distributed import elastic, run
 
 ENV_KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",
@@ -85,19 +87,11 @@ def _envs(out):
     return found
 
 
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _wait_pids_gone(pids, seconds=5):
     deadline = time.monotonic() + seconds
-    while any(map(_pid_alive, pids)) and time.monotonic() < deadline:
+    while any(map(pid_alive, pids)) and time.monotonic() < deadline:
         time.sleep(0.02)
-    return [p for p in pids if _pid_alive(p)]
+    return [p for p in pids if pid_alive(p)]
 
 
 def _free_port():

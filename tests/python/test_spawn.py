@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from dist.harness import pid_alive
+
 import flambeau.multiprocessing as fmp
 
 
@@ -51,14 +53,6 @@ def _sleep_or_raise(i, folder):
 
 def _sleep(i, seconds):
     time.sleep(seconds)
-
-
-def _pid_alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_results_through_files(tmp_path):
@@ -111,7 +105,7 @@ def test_failure_stops_the_others(tmp_path):
     assert info.value.error_index == 1 and "RuntimeError: sibling failure" in str(info.value)
     sleeper = int((tmp_path / "sleeper.pid").read_text())
     assert sleeper == ctx.pids()[0]
-    assert not _pid_alive(sleeper)
+    assert not pid_alive(sleeper)
     assert ctx.processes[0].exitcode == -signal.SIGTERM
     with pytest.raises(fmp.ProcessRaisedException):  # joining again reports the same failure
         ctx.join()
