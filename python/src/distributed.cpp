@@ -294,6 +294,7 @@ void bind_distributed(nb::module_& m) {
      "enable_reconfigure"_a = false, "hints"_a = nb::none(), "rank"_a = -1, "size"_a = -1);
   d.def("is_backend_available", &dist::is_backend_available, "backend"_a);
   d.def("backend_names", &dist::backend_names);
+  bind_ddp(d);
 }
 
 }  // namespace flambeau::python

@@ -9,6 +9,7 @@ import sys
 import time
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+DDP_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_worker.py")
 
 
 def pid_alive(pid):
@@ -34,9 +35,10 @@ class Result:
         assert not bad, "\n".join(f"rank {r} exit {self.codes[r]}:\n{self.outputs[r][-4000:]}" for r in bad)
 
 
-def run(scenario, world_size, *, timeout=60.0, env=None, args=(), backend="gloo", inject=None):
-    """Starts world_size workers; returns their exit codes and output once all end.
-    inject(procs), when given, runs once they have started (fault injection)."""
+def run(scenario, world_size, *, timeout=60.0, env=None, args=(), backend="gloo", inject=None, script=WORKER):
+    """Starts world_size workers (scenario `scenario` of `script`); returns their exit codes
+    and output once all end. inject(procs), when given, runs once they have started (fault
+    injection)."""
     port = free_port()
     base = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(world_size),
                 OMP_NUM_THREADS="1", TORCHCOMM_ABORT_ON_ERROR="0", FLAMBEAU_DIST_BACKEND=backend)
@@ -44,7 +46,7 @@ def run(scenario, world_size, *, timeout=60.0, env=None, args=(), backend="gloo"
     procs, logs = [], []
     for r in range(world_size):
         log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"fl_dist_{port}_{r}.log"), "w+")
-        procs.append(subprocess.Popen([sys.executable, WORKER, scenario, *map(str, args)],
+        procs.append(subprocess.Popen([sys.executable, script, scenario, *map(str, args)],
                                       env=dict(base, RANK=str(r)), stdout=log, stderr=subprocess.STDOUT))
         logs.append(log)
     deadline = time.monotonic() + timeout

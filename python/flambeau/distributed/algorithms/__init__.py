@@ -1,0 +1,1 @@
+"""flambeau.distributed.algorithms (as torch.distributed.algorithms): DDP communication hooks."""

@@ -1,0 +1,2 @@
+"""DDP communication hooks, as torch.distributed.algorithms.ddp_comm_hooks."""
+from . import default_hooks  # noqa: F401

@@ -1,0 +1,2 @@
+"""flambeau.nn.parallel (as torch.nn.parallel)."""
+from .distributed import DistributedDataParallel  # noqa: F401

@@ -1,0 +1,241 @@
+"""One rank of a DistributedDataParallel scenario (run by dist/harness.py with
+script=DDP_WORKER). Every rank draws the same global batch of each step from a seeded
+generator and trains on its slice; the references (one process on the whole batch, or
+gradients averaged by hand) are computed by each rank alone. Exit code 0: every check
+passed."""
+import os
+import sys
+import time
+
+import flambeau as fl
+import flambeau.distributed as dist
+import flambeau.nn as nn
+from flambeau.distributed.algorithms.ddp_comm_hooks import default_hooks
+from flambeau.nn.parallel import DistributedDataParallel as DDP
+
+RANK = int(os.environ.get("RANK", "0"))
+WORLD = int(os.environ.get("WORLD_SIZE", "1"))
+B = 4  # rows per rank
+
+
+class Net(nn.Module):
+    """Odd sizes; `extra` only runs when forward is asked to (an unused parameter otherwise)."""
+
+    def __init__(self, width=33, extra=False):
+        super().__init__()
+        self.a = nn.Linear(7, width)
+        self.b = nn.Linear(width, 17)
+        self.c = nn.Linear(17, 3)
+        if extra:
+            self.extra = nn.Linear(3, 3)
+
+    def forward(self, x, use_extra=False):
+        h = self.c(fl.tanh(self.b(fl.tanh(self.a(x)))))
+        return self.extra(h) if use_extra else h
+
+
+def batch(step, rows):
+    g = fl.Generator().manual_seed(1000 + step)
+    return fl.randn(rows, 7, generator=g), fl.randn(rows, 3, generator=g)
+
+
+def mine(t):
+    return t[RANK * B:(RANK + 1) * B]
+
+
+def loss_fn(out, y):
+    return ((out - y) ** 2).mean()
+
+
+def net(seed=0, **kw):
+    fl.manual_seed(seed)
+    return Net(**kw)
+
+
+def flat(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def rel_err(a, b):
+    return max(float((x - y).abs().max()) / max(float(y.abs().max()), 1e-30) for x, y in zip(a, b))
+
+
+def bitwise(a, b):
+    return all(bool((x == y).all()) for x, y in zip(a, b))
+
+
+def train_ddp(steps, lr=0.05, extra_every=0, hook=None, **ddp_kw):
+    model = net(extra=extra_every > 0)
+    ddp = DDP(model, **ddp_kw)
+    if hook is not None:
+        ddp.register_comm_hook(None, hook)
+    opt = fl.optim.SGD(ddp.parameters(), lr=lr)
+    for step in range(steps):
+        x, y = batch(step, WORLD * B)
+        use = extra_every > 0 and step % extra_every == 0
+        loss_fn(ddp(mine(x), use_extra=use), mine(y)).backward()
+        opt.step()
+        opt.zero_grad()
+    return flat(model), ddp
+
+
+def train_single(steps, lr=0.05, extra_every=0):
+    model = net(extra=extra_every > 0)
+    opt = fl.optim.SGD(model.parameters(), lr=lr)
+    for step in range(steps):
+        x, y = batch(step, WORLD * B)
+        use = extra_every > 0 and step % extra_every == 0
+        loss_fn(model(x, use_extra=use), y).backward()
+        opt.step()
+        opt.zero_grad()
+    return flat(model)
+
+
+def check(ok, what):
+    if not ok:
+        raise AssertionError(f"rank {RANK}: {what}")
+
+
+def init():
+    dist.init_process_group("gloo", timeout=60.0)
+
+
+def scenario_reference():
+    """100 fp32 steps of DDP against one process on the concatenated batch; the parameters
+    broadcast from rank 0 at construction."""
+    init()
+    model = net()
+    if RANK != 0:
+        with fl.no_grad():
+            for p in model.parameters():
+                p.add_(1.0)
+    DDP(model)
+    check(bitwise(flat(model), flat(net())), "parameters not broadcast from rank 0")
+    got, _ = train_ddp(100)
+    want = train_single(100)
+    err = rel_err(got, want)
+    print(f"RESULT reference rel_err {err:.3e}", flush=True)
+    check(err <= 1e-6, f"DDP vs one process: relative error {err:.3e} > 1e-6")
+
+
+def scenario_variants():
+    """gradient_as_bucket_view, static_graph, small buckets (several, rebuilt after the first
+    iteration) and the Python default hook change no bit; bf16 compression stays within
+    bf16's rounding."""
+    init()
+    base, _ = train_ddp(30)
+    small = 60 / (1024 * 1024)  # bytes -> MiB: a bucket per weight and the bias before it
+    for kw in ({"gradient_as_bucket_view": True}, {"static_graph": True}, {"bucket_cap_mb": small},
+               {"bucket_cap_mb": small, "gradient_as_bucket_view": True},
+               {"hook": default_hooks.allreduce_hook}):
+        got, ddp = train_ddp(30, **kw)
+        check(bitwise(got, base), f"DDP with {kw} differs from the default")
+        if "bucket_cap_mb" in kw:
+            check(len(ddp.reducer.bucket_indices()) >= 3, f"expected several buckets, got {ddp.reducer.bucket_indices()}")
+    got, _ = train_ddp(30, hook=default_hooks.bf16_compress_hook)
+    err = rel_err(got, base)
+    print(f"RESULT bf16_compress rel_err {err:.3e}", flush=True)
+    check(0 < err <= 2e-2, f"bf16 compression: relative error {err:.3e} (expected (0, 2e-2])")
+
+
+def scenario_no_sync():
+    """Two micro-batches, the first under no_sync(): the same bits as accumulating both
+    locally and averaging each gradient by hand."""
+    init()
+    model = net()
+    ddp = DDP(model)
+    opt = fl.optim.SGD(ddp.parameters(), lr=0.05)
+    ref = net()
+    ref_opt = fl.optim.SGD(ref.parameters(), lr=0.05)
+    for step in range(20):
+        x, y = batch(step, WORLD * B)
+        x2, y2 = batch(10_000 + step, WORLD * B)
+        with ddp.no_sync():
+            loss_fn(ddp(mine(x)), mine(y)).backward()
+        loss_fn(ddp(mine(x2)), mine(y2)).backward()
+        opt.step()
+        opt.zero_grad()
+        loss_fn(ref(mine(x)), mine(y)).backward()
+        loss_fn(ref(mine(x2)), mine(y2)).backward()
+        for p in ref.parameters():
+            p.grad.div_(WORLD)
+            dist.all_reduce(p.grad)
+        ref_opt.step()
+        ref_opt.zero_grad()
+    check(bitwise(flat(model), flat(ref)), "no_sync accumulation differs from averaging by hand")
+
+
+def scenario_unused():
+    """A parameter used every third step: fine with find_unused_parameters (matches one
+    process), a clear error without it."""
+    init()
+    got, _ = train_ddp(30, extra_every=3, find_unused_parameters=True)
+    want = train_single(30, extra_every=3)
+    err = rel_err(got, want)
+    check(err <= 1e-6, f"find_unused_parameters: relative error {err:.3e}")
+    model = net(extra=True)
+    ddp = DDP(model)
+    x, y = batch(0, WORLD * B)
+    try:
+        loss_fn(ddp(mine(x)), mine(y)).backward()
+    except RuntimeError as e:
+        check("find_unused_parameters" in str(e) and "extra.weight" in str(e), f"unclear error: {e}")
+    else:
+        raise AssertionError(f"rank {RANK}: no error for an unused parameter")
+
+
+def scenario_overlap():
+    """Bucket all-reduces start while backward is still running (launch before the end of
+    backward, every iteration) and finish before it ends in some (a real overlap)."""
+    init()
+    fl.manual_seed(0)
+    layers = []
+    for _ in range(6):
+        layers += [nn.Linear(256, 256), nn.Tanh()]
+    model = nn.Sequential(*layers)
+    ddp = DDP(model, bucket_cap_mb=0.2)  # a bucket per layer
+    done = []
+    handle = dist._world().comm.register_post_hook(lambda *a: done.append(time.monotonic_ns()))
+    x = fl.randn(256, 256)
+    finished_early = 0
+    for _ in range(6):
+        done.clear()
+        ddp(x).pow(2).mean().backward()
+        events = ddp.reducer.timeline()
+        end = [t for what, _, t in events if what == "backward_end"][0]
+        launches = [t for what, _, t in events if what == "launch"]
+        check(len(launches) >= 4 and min(launches) < end, f"no bucket launched during backward: {events}")
+        finished_early += any(t < end for t in done)
+    handle.remove()
+    print(f"RESULT overlap iterations with an all_reduce done before backward ended: {finished_early}/6", flush=True)
+    check(finished_early >= 1, "no all_reduce finished before the end of backward in 6 iterations")
+
+
+def scenario_rebuild():
+    """Parameters registered in the opposite order of their use: after the first iteration
+    the buckets follow the order gradients became ready (c, then b, then a)."""
+    init()
+
+    class Reversed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Linear(64, 64)
+            self.b = nn.Linear(64, 64)
+            self.a = nn.Linear(64, 64)
+
+        def forward(self, x):
+            return self.c(self.b(self.a(x)))
+
+    fl.manual_seed(0)
+    ddp = DDP(Reversed(), bucket_cap_mb=20000 / (1024 * 1024))
+    before = ddp.reducer.bucket_indices()
+    ddp(fl.randn(8, 64)).sum().backward()
+    after = ddp.reducer.bucket_indices()
+    # parameters: c.weight 0, c.bias 1, b.weight 2, b.bias 3, a.weight 4, a.bias 5
+    check(before[0][0] == 5 and after[0][0] in (0, 1), f"buckets {before} -> {after}")
+    check(sorted(i for b in after for i in b) == list(range(6)), f"rebuilt buckets lose parameters: {after}")
+
+
+if __name__ == "__main__":
+    globals()["scenario_" + sys.argv[1]](*sys.argv[2:])
+    dist.destroy_process_group()
