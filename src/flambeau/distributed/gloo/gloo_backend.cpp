@@ -444,9 +444,9 @@ class GlooBackend : public Backend {
       int peer = failed_peer_.load();
       throw DistBackendError("gloo: " + what +
                                  (peer >= 0 ? detail::str_cat(" (rank ", peer, " failed)") : ""),
-                             aborted_                 ? CommErrorKind::Aborted
-                             : timed_out && peer < 0  ? CommErrorKind::Timeout
-                                                      : CommErrorKind::PeerFailed,
+                             aborted_    ? CommErrorKind::Aborted
+                             : timed_out ? CommErrorKind::Timeout  // a timeout also fails its pair
+                                         : CommErrorKind::PeerFailed,
                              "", -1, peer);
     } catch (const gloo::Exception& e) {
       throw DistBackendError(std::string("gloo: ") + e.what(),
