@@ -21,8 +21,11 @@ void dump_grads(const Config& c, const std::string& out);
 // Times training steps; prints one JSON line (tokens/s, ms per step, GFLOP/s).
 void bench(const Config& c, bool fortunes);
 
+class DataParallel;
 // One training step on batch b (loss, backward, gradient clipping, AdamW); returns the loss.
-flambeau::Tensor train_step(Gpt& model, flambeau::optim::AdamW& opt, const Batch& b, const Config& c);
+// With dp, the gradients are averaged over its ranks.
+flambeau::Tensor train_step(Gpt& model, flambeau::optim::AdamW& opt, const Batch& b, const Config& c,
+                            DataParallel* dp = nullptr);
 
 // The learning rate of step `step`: linear warmup, then cosine decay to min_lr.
 double learning_rate(const Config& c, int64_t step);

@@ -1,6 +1,6 @@
 // flambeau-gpt: train, evaluate and sample a small GPT on the fortunes corpus.
 //
-//   flambeau-gpt train  [--config FILE] [--resume] [--key value ...]
+//   flambeau-gpt train  [--config FILE] [--resume | --auto-resume] [--key value ...]
 //   flambeau-gpt eval   [--checkpoint PATH]
 //   flambeau-gpt sample [--checkpoint PATH] [--num_samples 4] [--temperature 0.8] ...
 //   flambeau-gpt grads  --out FILE [--key value ...]   (loss and gradients of one batch)
@@ -25,7 +25,7 @@
 namespace {
 
 const char* kUsage =
-    "usage: flambeau-gpt {train|eval|sample|grads|bench} [--config FILE] [--resume] [--checkpoint PATH] "
+    "usage: flambeau-gpt {train|eval|sample|grads|bench} [--config FILE] [--resume | --auto-resume] [--checkpoint PATH] "
     "[--out FILE] [--fortunes] [--<setting> VALUE ...]\n";
 
 void help() {
@@ -41,6 +41,8 @@ void help() {
       "options:\n"
       "  --config FILE      settings file of `key = value` lines (examples/gpt/fortunes.conf)\n"
       "  --resume           train: continue from the checkpoint (its settings, then --config, then flags)\n"
+      "  --auto-resume      train: --resume when the checkpoint exists, else from scratch (runs that\n"
+      "                     flambeau-run restarts)\n"
       "  --checkpoint PATH  checkpoint to resume, evaluate or sample (default <out_dir>/ckpt.safetensors)\n"
       "  --out FILE         grads: the safetensors file to write\n"
       "  --fortunes         bench: time the first training batch (packed fortunes), not random tokens\n"
@@ -69,11 +71,12 @@ int main(int argc, char** argv) {
   }
   try {
     std::string config_file, checkpoint, out;
-    bool resume = false, fortunes = false;
+    bool resume = false, auto_resume = false, fortunes = false;
     std::vector<std::pair<std::string, std::string>> options;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--resume") { resume = true; continue; }
+      if (a == "--auto-resume") { auto_resume = true; continue; }
       if (a == "--fortunes") { fortunes = true; continue; }
       if (is_help(a)) {
         help();
@@ -101,6 +104,7 @@ int main(int argc, char** argv) {
     if (checkpoint.empty()) checkpoint = c.out_dir + "/ckpt.safetensors";
     if (cmd == "train" || cmd == "bench") std::fprintf(stderr, "%s\n", flambeau::backends::cpu::capabilities_line().c_str());
     if (cmd == "train") {
+      if (auto_resume && std::filesystem::exists(checkpoint)) resume = true;
       if (resume) {
         if (!std::filesystem::exists(checkpoint)) throw std::invalid_argument("no checkpoint at '" + checkpoint + "' to resume from");
         c = gpt::read_checkpoint(checkpoint).config;

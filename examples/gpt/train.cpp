@@ -15,6 +15,7 @@
 #include "flambeau/ops/ops.h"
 #include "gpt.h"
 #include "model.h"
+#include "parallel.h"
 #include "report.h"
 
 namespace gpt {
@@ -28,7 +29,8 @@ double learning_rate(const Config& c, int64_t step) {
   return c.min_lr + 0.5 * (c.lr - c.min_lr) * (1 + std::cos(M_PI * t));
 }
 
-Tensor train_step(Gpt& model, optim::AdamW& opt, const Batch& b, const Config& c) {
+Tensor train_step(Gpt& model, optim::AdamW& opt, const Batch& b, const Config& c, DataParallel* dp) {
+  if (dp) dp->before_forward();
   const Tensor loss = model.loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
   opt.zero_grad();
   loss.backward();
@@ -116,23 +118,34 @@ void train(const Config& c, const std::string& resume_from) {
     start = ck.step;
     std::fprintf(stderr, "resumed from %s at step %lld\n", resume_from.c_str(), (long long)start);
   }
+  DataParallel dp(c, *model);
   int64_t n_params = 0;
   for (const Tensor& p : model->parameters()) n_params += p.numel();
-  std::fprintf(stderr, "model: %lld parameters, %lld layers, d_model %lld, %lld heads, seq_len %lld; %lld threads\n",
+  std::fprintf(stderr,
+               "model: %lld parameters, %lld layers, d_model %lld, %lld heads, seq_len %lld; %lld threads; rank %d of %d\n",
                (long long)n_params, (long long)c.n_layer, (long long)c.d_model, (long long)c.n_head,
-               (long long)c.seq_len, (long long)get_num_threads());
+               (long long)c.seq_len, (long long)get_num_threads(), dp.rank(), dp.world());
 
   const std::string ckpt = c.out_dir + "/ckpt.safetensors", plot = c.out_dir + "/loss.svg";
-  Log log(c.out_dir + "/log.jsonl", start);
   const int64_t end = c.stop_at > 0 ? std::min(c.stop_at, c.steps) : c.steps;
+  if (!dp.is_main()) {  // the other ranks train; rank 0 also logs, evaluates and saves
+    for (int64_t step = start; step < end; ++step) {
+      opt.set_lr(learning_rate(c, step));
+      const Batch b = dp.shard(train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step));
+      dp.mean(train_step(*model, opt, b, c, &dp).item<double>());
+    }
+    dp.barrier();
+    return;
+  }
+  Log log(c.out_dir + "/log.jsonl", start);
   Progress progress(start, end, c.eval_every);
   const int64_t tokens_per_step = c.batch_size * c.seq_len;
   for (int64_t step = start; step < end; ++step) {
     const double lr = learning_rate(c, step);
     opt.set_lr(lr);
-    const Batch b = train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step);
-    const Tensor loss = train_step(*model, opt, b, c);
-    const double value = loss.item<double>();
+    const Batch b = dp.shard(train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step));
+    const Tensor loss = train_step(*model, opt, b, c, &dp);
+    const double value = dp.mean(loss.item<double>());
     progress.update(step, value, lr, tokens_per_step);
     log.write({step, value, -1, lr, progress.tokens_per_second()});
     const bool last = step + 1 == end;
@@ -146,6 +159,7 @@ void train(const Config& c, const std::string& resume_from) {
     }
     if ((step + 1) % c.checkpoint_every == 0 || last) save_checkpoint(ckpt, *model, &opt, step + 1);
   }
+  dp.barrier();
   progress.finish();
   const ValLoss periodic = validation_cover(corpus.val, c, c.eval_batches);
   write_loss_svg(plot, log.records(), unigram,
@@ -188,6 +202,7 @@ void bench(const Config& c, bool fortunes) {
   use_threads(c);
   auto model = std::make_shared<Gpt>(c);
   optim::AdamW opt = make_optimizer(c, *model);
+  DataParallel dp(c, *model);  // batch_size is the global batch
   // The first training batch (packed fortunes, document masks), or random tokens in one
   // document per row (plain causal attention).
   Batch b;
@@ -199,7 +214,8 @@ void bench(const Config& c, bool fortunes) {
     b.targets = randint(0, c.vocab_size, {c.batch_size, c.seq_len}, kInt64, gen);
     b.doc_ids = zeros({c.batch_size, c.seq_len}, kInt64);
   }
-  auto step = [&] { train_step(*model, opt, b, c); };
+  b = dp.shard(b);
+  auto step = [&] { train_step(*model, opt, b, c, &dp); };
   step();  // warm-up (allocator cache, page faults)
   const int64_t n = std::max<int64_t>(1, c.steps);
   std::vector<double> times;
@@ -209,10 +225,12 @@ void bench(const Config& c, bool fortunes) {
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(times.begin(), times.end());
-  const double median = times[times.size() / 2];
+  const double median = dp.mean(times[times.size() / 2]);
+  if (!dp.is_main()) return;
   const double flops = train_step_flops(c, c.batch_size, c.seq_len);
-  std::printf("{\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"threads\": %d}\n", median * 1e3,
-              double(c.batch_size * c.seq_len) / median, flops / median / 1e9, get_num_threads());
+  std::printf("{\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"threads\": %d, \"ranks\": %d}\n",
+              median * 1e3, double(c.batch_size * c.seq_len) / median, flops / median / 1e9, get_num_threads(),
+              dp.world());
 }
 
 }  // namespace gpt

@@ -124,10 +124,20 @@ def parse_rdzv_conf(text):
     return conf
 
 
+def _is_native_program(path):
+    """An executable file that is a compiled program (ELF), not a Python script."""
+    try:
+        with open(path, "rb") as f:
+            return os.access(path, os.X_OK) and f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def worker_command(args):
+    """The worker's command line; a compiled program runs directly (as with --no-python)."""
     if args.module and args.no_python:
         raise ValueError("don't use both --no-python and -m/--module")
-    if args.no_python:
+    if args.no_python or (not args.module and _is_native_program(args.training_script)):
         return [args.training_script, *args.training_script_args]
     if args.module:
         return [sys.executable, "-u", "-m", args.training_script, *args.training_script_args]
