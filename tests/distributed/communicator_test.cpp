@@ -11,6 +11,7 @@
 #include "flambeau/distributed/communicator.h"
 #include "flambeau/distributed/engines.h"
 #include "flambeau/flambeau.h"
+#include "distributed/ranks.h"
 
 using namespace flambeau;
 using namespace flambeau::distributed;
@@ -20,31 +21,7 @@ namespace {
 // Runs body(comm) on `world` threads, each with its own communicator of the group.
 void with_group(int world, const std::function<void(Communicator&)>& body, Millis timeout = Millis(5000),
                 bool reconfigurable = false) {
-  auto store = std::make_shared<HashStore>();
-  store->set_timeout(Millis(10000));
-  static std::atomic<int> groups{0};
-  std::string name = "t" + std::to_string(groups++);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.store = store;
-        o.rank = r;
-        o.size = world;
-        o.name = name;
-        o.timeout = timeout;
-        o.abort_process_on_timeout_or_error = false;
-        o.enable_reconfigure = reconfigurable;
-        auto comm = new_comm("gloo", kCPU, o);
-        body(*comm);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  run_ranks(world, [&](std::shared_ptr<Communicator> c) { body(*c); }, timeout, reconfigurable);
 }
 
 std::vector<float> values(const Tensor& t) {

@@ -14,6 +14,7 @@
 #include "flambeau/flambeau.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/modules.h"
+#include "distributed/ranks.h"
 
 using namespace flambeau;
 using namespace flambeau::distributed;
@@ -21,29 +22,7 @@ using namespace flambeau::distributed;
 namespace {
 
 void with_ranks(int world, const std::function<void(std::shared_ptr<Communicator>)>& body) {
-  auto store = std::make_shared<HashStore>();
-  store->set_timeout(Millis(10000));
-  static int groups = 0;
-  std::string name = "ddp" + std::to_string(groups++);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        CommOptions o;
-        o.store = store;
-        o.rank = r;
-        o.size = world;
-        o.name = name;
-        o.timeout = Millis(10000);
-        o.abort_process_on_timeout_or_error = false;
-        body(new_comm("gloo", kCPU, o));
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  run_ranks(world, body, Millis(10000));
 }
 
 // A known Linear(5, 3): weight[i][j] = (i * 5 + j) % 7 / 7 - 0.4 (+ offset), bias 0.1 * i.
