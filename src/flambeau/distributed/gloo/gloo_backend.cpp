@@ -132,7 +132,8 @@ class GlooBackend : public Backend {
 
   void all_reduce(const Tensor& t, RedOpType op, Millis timeout) override {
     const size_t bytes = t.numel() * t.element_size();
-    if (size_ > 1 && bytes <= kDirectBytes && size_ <= 16) return all_reduce_direct(t, op, timeout);
+    // Two ranks: the direct exchange moves no more than any algorithm, in one step.
+    if (size_ > 1 && (bytes <= kDirectBytes || size_ == 2) && size_ <= 16) return all_reduce_direct(t, op, timeout);
     if (size_ > 1 && size_ <= 16) return all_reduce_ring(t, op, timeout);
     guard([&] {
       gloo::AllreduceOptions o(context_);
@@ -147,13 +148,13 @@ class GlooBackend : public Backend {
     });
   }
 
-  // Small all_reduce in one exchange: every rank sends its tensor to every other one and
-  // reduces all of them in rank order (the same bits on every rank). Latency-bound sizes
-  // only: each rank receives (size - 1) tensors.
+  // all_reduce in one exchange: every rank sends its tensor to every other one and reduces
+  // all of them in rank order (the same bits on every rank). Each rank receives (size - 1)
+  // tensors: for latency-bound sizes, or two ranks.
   void all_reduce_direct(const Tensor& t, RedOpType op, Millis timeout) {
     guard([&] {
       const size_t es = t.element_size(), n = t.numel(), bytes = n * es;
-      Tensor mine = t.clone();
+      Tensor mine = size_ == 2 ? t : t.clone();  // two ranks: t is sent before it is written
       Tensor others = empty({int64_t(n) * (size_ - 1)}, t.dtype());
       char* base = static_cast<char*>(others.data_ptr());
       auto send_buf = context_->createUnboundBuffer(mine.data_ptr(), bytes);
@@ -170,10 +171,18 @@ class GlooBackend : public Backend {
       auto block = [&](int r) -> const void* {
         return r == rank_ ? mine.data_ptr() : base + index(r) * bytes;
       };
+      auto wait_sends = [&] {
+        for (int k = 0; k < size_ - 1; ++k)
+          if (!send_buf->waitSend(timeout)) throw aborted_error(-1);
+      };
+      if (size_ == 2) {  // t is one of the two blocks: written once its send is done
+        wait_sends();
+        reduce_buffers(t.data_ptr(), block(0), block(1), n, t.dtype(), op);
+        return;
+      }
       std::memcpy(t.data_ptr(), block(0), bytes);
       for (int r = 1; r < size_; ++r) reduce_buffers(t.data_ptr(), t.data_ptr(), block(r), n, t.dtype(), op);
-      for (int k = 0; k < size_ - 1; ++k)
-        if (!send_buf->waitSend(timeout)) throw aborted_error(-1);
+      wait_sends();
     });
   }
 
