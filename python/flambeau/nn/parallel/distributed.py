@@ -36,6 +36,10 @@ class DistributedDataParallel(Module):
             if device_mesh.ndim != 1:
                 raise ValueError(f"[DistributedDataParallel] needs a 1-D device mesh, got {device_mesh.ndim}-D")
             process_group = device_mesh.get_group()
+        if process_group is dist.GroupMember.NON_GROUP_MEMBER:
+            raise ValueError("[DistributedDataParallel] this rank is not a member of process_group")
+        if not isinstance(module, Module):
+            raise TypeError(f"[DistributedDataParallel] expected a flambeau.nn.Module, got {type(module).__name__}")
         self.module = module
         self.process_group = process_group if process_group is not None else dist._world()
         self.broadcast_buffers = broadcast_buffers
