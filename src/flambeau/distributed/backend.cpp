@@ -8,6 +8,7 @@
 
 #include "flambeau/distributed/comm_internal.h"
 #include "flambeau/distributed/engines.h"
+#include "flambeau/kernels/cpu/simd.h"
 
 namespace flambeau::distributed {
 
@@ -91,9 +92,44 @@ void combine_reduced(void* out, const void* a, const void* b, size_t n, F f) {
   for (size_t i = 0; i < n; ++i) o[i] = T(f(float(x[i]), float(y[i])));
 }
 
+// bfloat16 / float16 SUM, PRODUCT, MIN, MAX with the SIMD kernels: blocks widened to
+// float32, combined, rounded once (the same bits as combine_reduced).
+template <class T>
+bool simd_reduced(void* out, const void* a, const void* b, size_t n, RedOpType op) {
+  using kernels::SimdBinaryOp;
+  SimdBinaryOp k;
+  switch (op) {
+    case RedOpType::SUM: k = SimdBinaryOp::add; break;
+    case RedOpType::PRODUCT: k = SimdBinaryOp::mul; break;
+    case RedOpType::MIN: k = SimdBinaryOp::minimum; break;
+    case RedOpType::MAX: k = SimdBinaryOp::maximum; break;
+    default: return false;
+  }
+  constexpr size_t kBlock = 2048;
+  float x[kBlock], y[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    const int64_t m = int64_t(std::min(kBlock, n - at));
+    const T* pa = static_cast<const T*>(a) + at;
+    const T* pb = static_cast<const T*>(b) + at;
+    T* po = static_cast<T*>(out) + at;
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      kernels::bf16_to_f32(pa, x, m), kernels::bf16_to_f32(pb, y, m);
+      kernels::binary_f32(k, x, y, x, m);
+      kernels::f32_to_bf16(x, po, m);
+    } else {
+      kernels::f16_to_f32(pa, x, m), kernels::f16_to_f32(pb, y, m);
+      kernels::binary_f32(k, x, y, x, m);
+      kernels::f32_to_f16(x, po, m);
+    }
+  }
+  return true;
+}
+
 template <class T>
 void reduce_typed(void* out, const void* a, const void* b, size_t n, RedOpType op) {
   constexpr bool reduced = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+  if constexpr (reduced)
+    if (simd_reduced<T>(out, a, b, n, op)) return;
   using C = std::conditional_t<reduced, float, T>;  // compute type
   auto run = [&](auto f) {
     if constexpr (reduced) combine_reduced<T>(out, a, b, n, f);

@@ -1,6 +1,7 @@
 // The Gloo engine (libgloo-dev): one TCP context per communicator, connected through the
 // rendezvous store. Up to 16 ranks: all_gather in one direct exchange; all_reduce in one
-// direct exchange up to 64 KiB, above as the ring reduce-scatter then the direct all-gather;
+// direct exchange up to 64 KiB (4 MiB on two ranks), above as the ring reduce-scatter then
+// the direct all-gather;
 // reduce-scatter is a pipelined ring on Gloo's P2P buffers (Gloo's own helpers would
 // all-reduce everything); the other collectives are Gloo's. A failed context is dead: abort()
 // fails and closes its connections, which also makes the peers' pending ops fail at once,
@@ -90,6 +91,7 @@ constexpr uint64_t kRingSlot = uint64_t(0x7d) << 56;
 constexpr uint64_t kDirectSlot = uint64_t(0x7c) << 56;
 // all_reduce up to this size goes direct (one exchange; see all_reduce_direct).
 constexpr size_t kDirectBytes = 64 << 10;
+constexpr size_t kDirectBytes2 = 4 << 20;  // on two ranks
 
 class GlooBackend : public Backend {
  public:
@@ -132,8 +134,10 @@ class GlooBackend : public Backend {
 
   void all_reduce(const Tensor& t, RedOpType op, Millis timeout) override {
     const size_t bytes = t.numel() * t.element_size();
-    // Two ranks: the direct exchange moves no more than any algorithm, in one step.
-    if (size_ > 1 && (bytes <= kDirectBytes || size_ == 2) && size_ <= 16) return all_reduce_direct(t, op, timeout);
+    // Two ranks: the direct exchange moves no more than the ring, in one step; from 4 MiB
+    // the ring's adding, half as much and overlapped with the transfer, wins.
+    const size_t direct = size_ == 2 ? kDirectBytes2 : kDirectBytes;
+    if (size_ > 1 && bytes <= direct && size_ <= 16) return all_reduce_direct(t, op, timeout);
     if (size_ > 1 && size_ <= 16) return all_reduce_ring(t, op, timeout);
     guard([&] {
       gloo::AllreduceOptions o(context_);
@@ -150,7 +154,7 @@ class GlooBackend : public Backend {
 
   // all_reduce in one exchange: every rank sends its tensor to every other one and reduces
   // all of them in rank order (the same bits on every rank). Each rank receives (size - 1)
-  // tensors: for latency-bound sizes, or two ranks.
+  // tensors: for latency-bound sizes (larger ones on two ranks).
   void all_reduce_direct(const Tensor& t, RedOpType op, Millis timeout) {
     guard([&] {
       const size_t es = t.element_size(), n = t.numel(), bytes = n * es;
