@@ -112,7 +112,7 @@ def worker_gloo(rank, world, port, quick):
                 else:
                     t_reduce_scatter(to, ti)
 
-        t = measure({"flambeau": run_fl, "torch": run_torch}, op, nbytes, world, 5 if nbytes >= (16 << 20) else 7)
+        t = measure({"flambeau": run_fl, "torch": run_torch}, op, nbytes, world, 11 if nbytes >= (4 << 20) else 7)
         rows.append((op, dtype, nbytes, t["flambeau"], t["torch"]))
     tdist.destroy_process_group()
     comm.finalize()

@@ -35,19 +35,24 @@ def flambeau_run(cfg, steps, ranks, threads, batch):
     if ranks > 1:
         args = [sys.executable, "-m", "flambeau.distributed.run", "--nproc-per-node", str(ranks), *args,
                 "--parallel", "ddp"]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env, timeout=1800).stdout
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])["step_ms"] / 1e3
+    return step_seconds(args, threads)
 
 
 def torch_run(cfg, steps, ranks, threads, batch):
     args = [__file__, "--worker", json.dumps(cfg), str(steps), str(threads), str(batch)]
     if ranks > 1:
         args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), *args]
+    return step_seconds([sys.executable, *args], threads)
+
+
+def step_seconds(cmd, threads):
+    """Runs cmd; the step_ms of the JSON line it prints, in seconds."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([sys.executable, *args], check=True, capture_output=True, text=True, env=env,
-                         timeout=1800).stdout
-    return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])["step_ms"] / 1e3
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
+    if r.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+    return json.loads(lines[-1])["step_ms"] / 1e3
 
 
 def worker(cfg, steps, threads, batch):
