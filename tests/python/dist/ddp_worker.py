@@ -128,12 +128,15 @@ def scenario_variants():
     small = 60 / (1024 * 1024)  # bytes -> MiB: a bucket per weight and the bias before it
     for kw in ({"gradient_as_bucket_view": True}, {"static_graph": True}, {"bucket_cap_mb": small},
                {"bucket_cap_mb": small, "gradient_as_bucket_view": True},
-               {"hook": default_hooks.allreduce_hook}):
+               {"hook": default_hooks.allreduce_hook},  # the C++ hook
+               {"hook": lambda state, bucket: default_hooks.allreduce_hook(state, bucket)}):  # through Python
         got, ddp = train_ddp(30, **kw)
         check(bitwise(got, base), f"DDP with {kw} differs from the default")
         if "bucket_cap_mb" in kw:
             check(len(ddp.reducer.bucket_indices()) >= 3, f"expected several buckets, got {ddp.reducer.bucket_indices()}")
     got, _ = train_ddp(30, hook=default_hooks.bf16_compress_hook)
+    py, _ = train_ddp(30, hook=lambda state, bucket: default_hooks.bf16_compress_hook(state, bucket))
+    check(bitwise(got, py), "bf16 compression: the Python hook differs from the C++ one")
     err = rel_err(got, base)
     print(f"RESULT bf16_compress rel_err {err:.3e}", flush=True)
     check(0 < err <= 2e-2, f"bf16 compression: relative error {err:.3e} (expected (0, 2e-2])")

@@ -91,7 +91,12 @@ class DistributedDataParallel(Module):
         if self._comm_hook is not None:
             raise RuntimeError("[register_comm_hook] a communication hook is already registered")
         self._comm_hook = hook
-        self._reducer.register_comm_hook(lambda bucket: hook(state, bucket))
+        from flambeau.distributed.algorithms.ddp_comm_hooks import default_hooks
+        builtin = {default_hooks.allreduce_hook: "allreduce", default_hooks.bf16_compress_hook: "bf16_compress"}
+        if hook in builtin and state in (None, self.process_group):  # the same hook in C++, no GIL
+            self._reducer.register_builtin_comm_hook(builtin[hook])
+        else:
+            self._reducer.register_comm_hook(lambda bucket: hook(state, bucket))
 
     def _get_ddp_logging_data(self):
         return {"bucket_indices": self._reducer.bucket_indices()}
