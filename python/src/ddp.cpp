@@ -10,6 +10,7 @@
 
 #include "bindings.h"
 #include "flambeau/distributed/ddp.h"
+#include "flambeau/distributed/fsdp.h"
 
 namespace flambeau::python {
 
@@ -41,6 +42,12 @@ Tensor future_tensor(nb::handle value) {
 }  // namespace
 
 void bind_ddp(nb::module_& d) {
+  // fully_shard's storage helpers (Note [FSDP's unsharded parameters]).
+  d.def("_fsdp_release_memory", &dist::fsdp::release_memory, "tensor"_a);
+  d.def("_fsdp_allocate_memory", &dist::fsdp::allocate_memory, "tensor"_a);
+  d.def("_fsdp_has_memory", &dist::fsdp::has_memory, "tensor"_a);
+  d.def("_fsdp_fill", &dist::fsdp::fill_without_version, "dst"_a, "src"_a);
+
   nb::class_<dist::GradBucket>(d, "GradBucket")
       .def("index", [](const dist::GradBucket& b) { return b.index; })
       .def("is_last", [](const dist::GradBucket& b) { return b.is_last; })

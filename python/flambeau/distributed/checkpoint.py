@@ -13,7 +13,8 @@ files of the previous save are removed only after that, so a crash at any point 
 checkpoint that loads (the old one or the new one). A failure on any rank raises on all.
 
 load(state_dict, checkpoint_id): fills the state dict in place (tensors are copied into,
-other values replaced) from a checkpoint saved by any number of ranks.
+other values replaced) from a checkpoint saved by any number of ranks; an FSDP shard
+(fully_shard) gets its rows, so a checkpoint reshards to any world size.
 """
 import json
 import os
@@ -103,7 +104,9 @@ def save(state_dict, checkpoint_id=None, *, process_group=None, storage_writer=N
     comm = _group(process_group)
     rank, world = (comm.get_rank(), comm.get_size()) if comm is not None else (0, 1)
     flat = _flatten(state_dict, "", {})
-    tensors = {k: v for k, v in flat.items() if isinstance(v, fl.Tensor)}
+    # FSDP's shards are saved whole (an all-gather each, in the same order on every rank).
+    tensors = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v) for k, v in flat.items()
+               if isinstance(v, fl.Tensor)}
     extra = {k: v for k, v in flat.items() if not isinstance(v, fl.Tensor)}
     try:
         json.dumps(extra)
@@ -155,6 +158,9 @@ def load(state_dict, checkpoint_id=None, *, process_group=None, storage_reader=N
     for k, v in want.items():
         if isinstance(v, fl.Tensor):
             src = tensors[k]
+            if hasattr(v, "_shard_rows"):  # an FSDP shard: this rank's rows of the whole tensor
+                first, rows = v._shard_rows()
+                src = src.reshape((-1,) + tuple(src.shape[1:]) if src.dim() else (1,))[first:first + rows]
             if tuple(src.shape) != tuple(v.shape):
                 raise ValueError(f"[checkpoint.load] '{k}': the checkpoint has shape {tuple(src.shape)}, the "
                                  f"state dict {tuple(v.shape)}")

@@ -26,6 +26,10 @@ Tensor SavedTensor::unpack(const Node& owner) const {
   FLB_CHECK(!owner.released, Error, "[backward] trying to backward through the graph of ", owner.name(),
             " a second time (its saved tensors were freed); pass retain_graph=true to the first backward");
   if (data_.defined())
+    FLB_CHECK(data_.numel() == 0 || data_.storage()->nbytes > 0, Error, "[backward] the memory of a tensor saved by ",
+              owner.name(), " was released (an FSDP module resharded its parameters and backward reached them "
+              "before the module's backward could gather them again)");
+  if (data_.defined())
     FLB_CHECK(data_.version() == version_, Error, "[backward] a tensor saved by ", owner.name(),
               " for the gradient was modified by an in-place operation (version ", data_.version(), ", expected ",
               version_, "); clone it before modifying it");

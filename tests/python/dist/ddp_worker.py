@@ -12,6 +12,7 @@ import flambeau.distributed as dist
 import flambeau.nn as nn
 import flambeau.distributed.checkpoint as dcp
 from flambeau.distributed.algorithms.ddp_comm_hooks import default_hooks
+from flambeau.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from flambeau.nn.parallel import DistributedDataParallel as DDP
 
 RANK = int(os.environ.get("RANK", "0"))
@@ -301,6 +302,165 @@ def scenario_checkpoint_fail(path):
     state = {"model": net(seed=9).state_dict()}
     dcp.load(state, path)
     check(bitwise(list(state["model"].values()), list(model.state_dict().values())), "the old checkpoint changed")
+
+
+def train_fsdp(steps, lr=0.05, separate_rs=False, reshard_after_forward=None, mp=None, opt_cls=None):
+    model = net()
+    for block in (model.a, model.b, model.c):
+        fully_shard(block, reshard_after_forward=reshard_after_forward, mp_policy=mp or MixedPrecisionPolicy())
+    fully_shard(model, mp_policy=mp or MixedPrecisionPolicy())
+    if separate_rs:
+        model.set_separate_reduce_scatter_group(True)
+    opt = (opt_cls or fl.optim.SGD)(model.parameters(), lr=lr)
+    for step in range(steps):
+        x, y = batch(step, WORLD * B)
+        loss_fn(model(mine(x)), mine(y)).backward()
+        opt.step()
+        opt.zero_grad()
+    return [p.full_tensor() for p in model.parameters()], model
+
+
+def scenario_fsdp():
+    """FSDP2 (per-layer fully_shard + root, odd sizes so shards are padded) against DDP:
+    within 1e-5 for reshard_after_forward True and False (bitwise on 2 ranks, where the
+    average of two gradients is the same sum in either algorithm); the separate
+    reduce-scatter group changes no bit; the shards are this rank's rows."""
+    init()
+    want, _ = train_ddp(20)
+    results = {}
+    for raf in (True, False):
+        got, model = train_fsdp(20, reshard_after_forward=raf)
+        results[raf] = got
+        err = rel_err(got, want)
+        print(f"RESULT fsdp reshard_after_forward={raf} rel_err vs DDP {err:.3e} bitwise {bitwise(got, want)}", flush=True)
+        check(err <= 1e-5, f"FSDP (reshard_after_forward={raf}) vs DDP: relative error {err:.3e}")
+    check(bitwise(results[True], results[False]), "reshard_after_forward changed bits")
+    got, model = train_fsdp(20, separate_rs=True)
+    check(bitwise(got, results[True]), "the separate reduce-scatter group changed bits")
+    # Shards: dim 0 cut in ceil(rows / world) pieces, this rank's piece.
+    w = model.a.weight
+    chunk = -(-33 // WORLD)
+    check(isinstance(model.a, FSDPModule) and tuple(w.shape) == (max(0, min(chunk, 33 - RANK * chunk)), 7),
+          f"shard shape {tuple(w.shape)}")
+    full = w.full_tensor()
+    check(bitwise([full[RANK * chunk:RANK * chunk + w.shape[0]]], [w.to_local()]), "to_local is not this rank's rows")
+
+
+def scenario_fsdp_memory_and_accumulation():
+    """After a forward with reshard_after_forward, the blocks' unsharded parameters hold no
+    memory (the root's stay); gradient accumulation with set_requires_gradient_sync(False)
+    gives DDP no_sync's result; bf16 MixedPrecisionPolicy stays within bf16 rounding."""
+    init()
+    model = net()
+    for block in (model.a, model.b, model.c):
+        fully_shard(block)
+    fully_shard(model)
+    x, y = batch(0, WORLD * B)
+    out = model(mine(x))
+    for block in (model.a, model.b, model.c):
+        for info in block._fsdp_group.infos:
+            check(not dist._d._fsdp_has_memory(info.unsharded), "a block's unsharded parameter kept its memory")
+    loss_fn(out, mine(y)).backward()
+    check(all(p.grad is not None for p in model.parameters()), "a shard got no gradient")
+    # accumulation: FSDP without sync on the first micro-batch vs DDP no_sync
+    fsdp = net()
+    for block in (fsdp.a, fsdp.b, fsdp.c):
+        fully_shard(block)
+    fully_shard(fsdp)
+    ddp = DDP(net())
+    for step in range(5):
+        x, y = batch(step, WORLD * B)
+        x2, y2 = batch(100 + step, WORLD * B)
+        fsdp.set_requires_gradient_sync(False)
+        loss_fn(fsdp(mine(x)), mine(y)).backward()
+        fsdp.set_requires_gradient_sync(True)
+        loss_fn(fsdp(mine(x2)), mine(y2)).backward()
+        with ddp.no_sync():
+            loss_fn(ddp(mine(x)), mine(y)).backward()
+        loss_fn(ddp(mine(x2)), mine(y2)).backward()
+        for m in (fsdp, ddp):
+            with fl.no_grad():
+                for p in m.parameters():
+                    p.sub_(0.05 * p.grad)
+                    p.grad = None
+    got = [p.full_tensor() for p in fsdp.parameters()]
+    err = rel_err(got, flat(ddp.module))
+    check(err <= 1e-5, f"accumulation: FSDP vs DDP no_sync relative error {err:.3e}")
+    want, _ = train_fsdp(10)
+    got, _ = train_fsdp(10, mp=MixedPrecisionPolicy(param_dtype=fl.bfloat16, reduce_dtype=fl.float32))
+    err = rel_err(got, want)
+    print(f"RESULT fsdp bf16 params rel_err {err:.3e}", flush=True)
+    check(0 < err <= 2e-2, f"bf16 MixedPrecisionPolicy: relative error {err:.3e} (expected (0, 2e-2])")
+
+
+def fsdp_net(seed=0):
+    model = net(seed)
+    for block in (model.a, model.b, model.c):
+        fully_shard(block)
+    return fully_shard(model)
+
+
+def scenario_fsdp_checkpoint(path, mode):
+    """mode save: FSDP on this world size trains 3 steps and saves (rank 0 also writes the
+    whole parameters, gathered, as the reference); mode load: FSDP on another world size
+    (or one plain process) loads them, bitwise."""
+    init()
+    if mode == "save":
+        model = fsdp_net()
+        opt = fl.optim.SGD(model.parameters(), lr=0.05)
+        for step in range(3):
+            x, y = batch(step, WORLD * B)
+            loss_fn(model(mine(x)), mine(y)).backward()
+            opt.step()
+            opt.zero_grad()
+        dcp.save({"model": model.state_dict()}, os.path.join(path, "fsdp"))
+        whole = {k: p.full_tensor() for k, p in model.named_parameters()}
+        if RANK == 0:
+            fl.save(whole, os.path.join(path, "fsdp_ref.safetensors"))
+        return
+    model = fsdp_net(seed=4) if WORLD > 1 else net(seed=4)
+    state = {"model": model.state_dict()}
+    dcp.load(state, os.path.join(path, "fsdp"))
+    ref = fl.load(os.path.join(path, "fsdp_ref.safetensors"))
+    for k, p in model.named_parameters():
+        whole = p.full_tensor() if WORLD > 1 else p
+        check(bool((whole == ref[k]).all()), f"{k} differs after loading on {WORLD} ranks")
+
+
+def scenario_fsdp_overlap():
+    """With the separate reduce-scatter group, reduce-scatters run while all-gathers do:
+    the communicators' hooks time each op; some reduce-scatter interval overlaps some
+    all-gather interval in 6 iterations (with one communicator they cannot)."""
+    init()
+    fl.manual_seed(0)
+    blocks = [nn.Linear(256, 256) for _ in range(6)]
+    model = nn.Sequential(*[m for b in blocks for m in (b, nn.Tanh())])
+    for b in blocks:
+        fully_shard(b)
+    fully_shard(model)
+    model.set_separate_reduce_scatter_group(True)
+    spans = {"all_gather": [], "reduce_scatter": []}
+    starts = {}
+
+    def pre(name, seq, *a):
+        starts[(name, seq)] = time.monotonic_ns()
+
+    def post(name, seq, *a):
+        for kind in spans:
+            if kind in name:
+                spans[kind].append((starts.pop((name, seq)), time.monotonic_ns()))
+    comms = [blocks[0]._fsdp_group.comm, blocks[0]._fsdp_group.rs_comm]
+    check(comms[0] is not comms[1], "no separate communicator")
+    handles = [c.register_pre_hook(pre) for c in comms] + [c.register_post_hook(post) for c in comms]
+    x = fl.randn(256, 256)
+    for _ in range(6):
+        model(x).pow(2).mean().backward()
+    for h in handles:
+        h.remove()
+    overlaps = sum(1 for a in spans["all_gather"] for r in spans["reduce_scatter"] if a[0] < r[1] and r[0] < a[1])
+    print(f"RESULT fsdp overlapping (all_gather, reduce_scatter) pairs: {overlaps} of {len(spans['all_gather'])} x "
+          f"{len(spans['reduce_scatter'])}", flush=True)
+    check(overlaps >= 1, "no reduce-scatter overlapped an all-gather")
 
 
 if __name__ == "__main__":
