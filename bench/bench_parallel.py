@@ -9,7 +9,12 @@ steps after a warm-up one.
 flambeau runs `flambeau-gpt bench` (--parallel ddp under flambeau-run for 2 ranks); PyTorch
 runs this file's worker (torch.nn.parallel.DistributedDataParallel under torchrun's
 launcher for 2 ranks).
-Usage: .venv/bin/python bench/bench_parallel.py [steps] [--only main|124m]"""
+Then FSDP2 against PyTorch's FSDP2 on a stack of transformer blocks written once for both
+libraries (examples/transformer_block.py; 8 blocks, d_model 512, B=4 x T=64 per rank, 2
+ranks x 1 thread): DDP, fully_shard per block + root, and fully_shard with the separate
+reduce-scatter group; flambeau's peak memory per rank under FSDP2 against (parameters +
+gradients + AdamW state) / ranks + the largest block's unsharded parameters.
+Usage: .venv/bin/python bench/bench_parallel.py [steps] [--only main|124m|fsdp]"""
 import json
 import os
 import statistics
@@ -107,6 +112,99 @@ def worker(cfg, steps, threads, batch):
         print(json.dumps({"step_ms": median * 1e3}), flush=True)
 
 
+BLOCKS = dict(layers=8, d=512, heads=8, batch=4, seq=64)
+
+
+def fsdp_worker(lib, mode, steps):
+    """One rank of the block-stack benchmark: mode ddp, fsdp or fsdp_rs (separate group)."""
+    sys.path.insert(0, os.path.join(ROOT, "examples"))
+    from transformer_block import block
+    if lib == "torch":
+        import torch as L
+        import torch.distributed as D
+        from torch.distributed.fsdp import fully_shard
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        L.set_num_threads(1)
+    else:
+        import flambeau as L
+        import flambeau.distributed as D
+        from flambeau.distributed.fsdp import fully_shard
+        from flambeau.nn.parallel import DistributedDataParallel as DDP
+        L.set_num_threads(1)
+    D.init_process_group("gloo")
+    c = BLOCKS
+    L.manual_seed(0)
+    blocks = [block(L.nn, L.nn.functional, c["d"], c["heads"]) for _ in range(c["layers"])]
+    model = L.nn.Sequential(*blocks)
+    if mode == "ddp":
+        net = DDP(model)
+    else:
+        for b in blocks:
+            fully_shard(b)
+        net = fully_shard(model)
+        if mode == "fsdp_rs":
+            net.set_separate_reduce_scatter_group(True)
+    opt = L.optim.AdamW(net.parameters(), lr=1e-4)
+    x = L.randn(c["batch"], c["seq"], c["d"])
+
+    def step():
+        net(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+    step()
+    if lib == "flambeau":
+        L._C.memory.reset_peak_stats()
+        base = L._C.memory.allocated()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    out = {"step_ms": statistics.median(times) * 1e3}
+    if lib == "flambeau":
+        out["peak_mb"] = (L._C.memory.max_allocated()) / 2**20
+        out["base_mb"] = base / 2**20
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(out), flush=True)
+    D.destroy_process_group()
+
+
+def fsdp_run(lib, mode, steps):
+    launcher = ["-m", "flambeau.distributed.run"] if lib == "flambeau" else ["-m", "torch.distributed.run", "--standalone"]
+    cmd = [sys.executable, *launcher, "--nproc-per-node", "2", __file__, "--fsdp-worker", lib, mode, str(steps)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
+    if r.returncode != 0 or not lines:
+        raise RuntimeError(f"{lib} {mode} failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+    return json.loads(lines[-1])
+
+
+def fsdp_table(steps):
+    c = BLOCKS
+    tokens = 2 * c["batch"] * c["seq"]
+    print(f"\nblock stack: {json.dumps(c)}, 2 ranks x 1 thread, {steps} steps, medians\n")
+    print("| case | flambeau tok/s | torch tok/s | torch / flambeau (time) |")
+    print("|---|---|---|---|")
+    res = {}
+    for mode, label in (("ddp", "DDP"), ("fsdp", "FSDP2 (fully_shard per block + root)"),
+                        ("fsdp_rs", "FSDP2, separate reduce-scatter group")):
+        f, t = fsdp_run("flambeau", mode, steps), fsdp_run("torch", mode, steps)
+        res[mode] = (f, t)
+        print(f"| {label} | {tokens / f['step_ms'] * 1e3:.0f} | {tokens / t['step_ms'] * 1e3:.0f} | "
+              f"{t['step_ms'] / f['step_ms']:.2f}x |", flush=True)
+    (f0, t0), (f1, t1) = res["fsdp"], res["fsdp_rs"]
+    print(f"- separate reduce-scatter group: flambeau {f0['step_ms'] / f1['step_ms'] - 1:+.1%}, "
+          f"torch {t0['step_ms'] / t1['step_ms'] - 1:+.1%} tokens/s")
+    d, h = c["d"], 4 * c["d"]
+    block_params = 3 * d * d + 3 * d + d * d + d + d * h + h + h * d + d + 4 * d
+    total = c["layers"] * block_params
+    expect = (total * 4 * 4) / 2 / 2**20 + block_params * 4 / 2**20  # params, grads, exp_avg, exp_avg_sq
+    print(f"- flambeau peak memory per rank under FSDP2: {f0['peak_mb']:.1f} MiB (of which {f0['base_mb']:.1f} "
+          f"MiB held between steps); (params + grads + AdamW) / 2 + the largest block unsharded = {expect:.1f} MiB")
+
+
 def table(name, cfg, steps):
     b = cfg["batch_size"]
     cases = [("1 process x 1 thread", 1, 1, b), ("1 process x 2 threads", 1, 2, 2 * b),
@@ -129,6 +227,8 @@ def table(name, cfg, steps):
 
 
 def main():
+    if sys.argv[1:2] == ["--fsdp-worker"]:
+        return fsdp_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     if sys.argv[1:2] == ["--worker"]:
         return worker(json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -142,6 +242,8 @@ def main():
         table("main-job model", MAIN, steps)
     if only in (None, "124m"):
         table("GPT-2 124M-sized model", GPT2, max(3, steps // 2))
+    if only in (None, "fsdp"):
+        fsdp_table(steps)
 
 
 if __name__ == "__main__":
