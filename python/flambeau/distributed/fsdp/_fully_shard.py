@@ -414,5 +414,5 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     module.__class__ = _fsdp_classes[cls]
     object.__setattr__(module, "_fsdp_group", group)
     module.register_forward_pre_hook(group.pre_forward, with_kwargs=True)
-    module.register_forward_hook(group.post_forward)
+    module.register_forward_hook(group.post_forward, always_call=True)  # also after an exception
     return module
