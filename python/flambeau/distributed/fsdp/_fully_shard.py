@@ -87,6 +87,7 @@ class _Info:
 
 
 _running_root = [None]  # the root group whose forward is running
+_reduce_inputs = []  # [work, input] of reduce-scatters in flight: inputs dropped once done
 _rs_groups = {}  # ranks -> the process group reduce-scatters run on when separate
 
 
@@ -251,6 +252,7 @@ class _Group:
     def _start_reduce_scatter(self):
         if self.pending_rs is not None:
             return
+        _reduce_inputs[:] = [e for e in _reduce_inputs if not e[0].is_completed()]  # free finished inputs
         dtype = self.mp.reduce_dtype or self.compute_dtype
         with fl.no_grad():
             inp = fl.zeros(self.world * self.total, dtype=dtype)
@@ -267,7 +269,9 @@ class _Group:
                 i.unsharded.grad = None
             inp.div_(self.world)  # an average, divided first (as DDP's default hook)
             out = fl.empty(self.total, dtype=dtype)
-            self.pending_rs = (self.rs_comm.reduce_scatter_single(out, inp, async_op=True), out, inp)
+            work = self.rs_comm.reduce_scatter_single(out, inp, async_op=True)
+            self.pending_rs = (work, out)
+            _reduce_inputs.append((work, inp))  # kept alive until the reduce-scatter is done
 
     def _end_of_backward(self):
         self.callback_queued = False
@@ -275,9 +279,10 @@ class _Group:
         self.ready = 0
         if self.requires_grad_sync:
             self._start_reduce_scatter()  # parameters that got no gradient count as zero
-            work, out, _ = self.pending_rs
+            work, out = self.pending_rs
             self.pending_rs = None
             work.wait()
+            _reduce_inputs[:] = [e for e in _reduce_inputs if not e[0].is_completed()]
             with fl.no_grad():
                 for i in self.infos:
                     if not i.requires_grad:
