@@ -66,6 +66,15 @@ def bitwise(a, b):
     return all(bool((x == y).all()) for x, y in zip(a, b))
 
 
+def fit(model, opt, steps):
+    """steps of this rank's rows of the global batches 0, 1, ..."""
+    for step in range(steps):
+        x, y = batch(step, WORLD * B)
+        loss_fn(model(mine(x)), mine(y)).backward()
+        opt.step()
+        opt.zero_grad()
+
+
 def train_ddp(steps, lr=0.05, extra_every=0, hook=None, **ddp_kw):
     model = net(extra=extra_every > 0)
     ddp = DDP(model, **ddp_kw)
@@ -252,11 +261,7 @@ def scenario_checkpoint_save(path):
     model = net()
     ddp = DDP(model)
     opt = fl.optim.AdamW(ddp.parameters(), lr=0.01)
-    for step in range(3):
-        x, y = batch(step, WORLD * B)
-        loss_fn(ddp(mine(x)), mine(y)).backward()
-        opt.step()
-        opt.zero_grad()
+    fit(ddp, opt, 3)
     state = _state(model, opt, 3)
     dcp.save(state, os.path.join(path, "ckpt"))
     if RANK == 0:
@@ -311,12 +316,7 @@ def train_fsdp(steps, lr=0.05, separate_rs=False, reshard_after_forward=None, mp
     fully_shard(model, mp_policy=mp or MixedPrecisionPolicy())
     if separate_rs:
         model.set_separate_reduce_scatter_group(True)
-    opt = (opt_cls or fl.optim.SGD)(model.parameters(), lr=lr)
-    for step in range(steps):
-        x, y = batch(step, WORLD * B)
-        loss_fn(model(mine(x)), mine(y)).backward()
-        opt.step()
-        opt.zero_grad()
+    fit(model, (opt_cls or fl.optim.SGD)(model.parameters(), lr=lr), steps)
     return [p.full_tensor() for p in model.parameters()], model
 
 
@@ -407,12 +407,7 @@ def scenario_fsdp_checkpoint(path, mode):
     init()
     if mode == "save":
         model = fsdp_net()
-        opt = fl.optim.SGD(model.parameters(), lr=0.05)
-        for step in range(3):
-            x, y = batch(step, WORLD * B)
-            loss_fn(model(mine(x)), mine(y)).backward()
-            opt.step()
-            opt.zero_grad()
+        fit(model, fl.optim.SGD(model.parameters(), lr=0.05), 3)
         dcp.save({"model": model.state_dict()}, os.path.join(path, "fsdp"))
         whole = {k: p.full_tensor() for k, p in model.named_parameters()}
         if RANK == 0:
