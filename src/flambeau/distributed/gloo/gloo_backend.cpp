@@ -19,6 +19,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -74,6 +75,21 @@ void by_size(size_t bytes, F&& f) {
   throw TypeError(detail::str_cat("[gloo] no element type of ", bytes, " bytes"));
 }
 
+// Note [SIGPIPE]: Gloo writes to its sockets with writev, without MSG_NOSIGNAL, so a write
+// to a peer that has just closed its end (it failed, or failed its context first) raises
+// SIGPIPE, whose default action ends the process: a C++ program would die instead of
+// getting the error. A gloo communicator therefore ignores SIGPIPE when nothing else
+// handles it (Python already does; a handler the program installed is left alone), and
+// the write fails with EPIPE, which Gloo reports.
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO))
+      ::signal(SIGPIPE, SIG_IGN);
+  });
+}
+
 std::string local_host() {
   if (const char* h = std::getenv("FLAMBEAU_GLOO_HOST"); h && *h) return h;
   const char* master = std::getenv("MASTER_ADDR");
@@ -104,6 +120,7 @@ class GlooBackend : public Backend {
     int64_t joined = store_->add("gloo/" + name_ + "/joined", 1);
     std::string prefix = "gloo/" + name_ + "/" + std::to_string((joined - 1) / size_);
     GlooStore gstore(store_, prefix);
+    ignore_sigpipe();
     gloo::transport::tcp::attr attr;
     attr.hostname = local_host();
     device_ = gloo::transport::tcp::CreateDevice(attr);
