@@ -24,10 +24,12 @@ int64_t FlightRecorder::record(FlightRecord r) {
   return next_id_ - 1;
 }
 
+// Records take slots in id order from base_id_ (the ring wraps at capacity_), so a record's
+// slot is computed, not searched: every op looks its record up twice.
 FlightRecord* FlightRecorder::find(int64_t id) {
-  for (auto& r : ring_)
-    if (r.record_id == id) return &r;
-  return nullptr;
+  if (ring_.empty() || id < next_id_ - int64_t(ring_.size()) || id >= next_id_) return nullptr;
+  FlightRecord& r = ring_[size_t(id - base_id_) % capacity_];
+  return r.record_id == id ? &r : nullptr;
 }
 
 static int64_t now_ns() {
@@ -38,13 +40,10 @@ static int64_t now_ns() {
 
 void FlightRecorder::started(int64_t id) {
   std::lock_guard lock(mutex_);
-  // The newest record is the usual one: search from the back.
-  for (auto it = ring_.rbegin(); it != ring_.rend(); ++it)
-    if (it->record_id == id) {
-      it->state = "started";
-      it->time_started_ns = now_ns();
-      return;
-    }
+  if (FlightRecord* r = find(id)) {
+    r->state = "started";
+    r->time_started_ns = now_ns();
+  }
 }
 
 void FlightRecorder::finished(int64_t id, const std::string& state, const std::string& error) {
@@ -68,6 +67,7 @@ void FlightRecorder::reset() {
   std::lock_guard lock(mutex_);
   ring_.clear();
   next_ = 0;
+  base_id_ = next_id_;
 }
 
 size_t FlightRecorder::size() const {

@@ -59,6 +59,7 @@ class FlightRecorder {
   std::vector<FlightRecord> ring_;
   size_t next_ = 0;  // slot the next record goes to once the ring is full
   int64_t next_id_ = 0;
+  int64_t base_id_ = 0;  // id of the record in slot 0 since the last reset
   FlightRecord* find(int64_t id);
 };
 
