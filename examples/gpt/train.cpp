@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint.h"
 #include "data.h"
@@ -128,17 +129,13 @@ void train(const Config& c, const std::string& resume_from) {
 
   const std::string ckpt = c.out_dir + "/ckpt.safetensors", plot = c.out_dir + "/loss.svg";
   const int64_t end = c.stop_at > 0 ? std::min(c.stop_at, c.steps) : c.steps;
-  if (!dp.is_main()) {  // the other ranks train; rank 0 also logs, evaluates and saves
-    for (int64_t step = start; step < end; ++step) {
-      opt.set_lr(learning_rate(c, step));
-      const Batch b = dp.shard(train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step));
-      dp.mean(train_step(*model, opt, b, c, &dp).item<double>());
-    }
-    dp.barrier();
-    return;
+  // Every rank trains; rank 0 also logs, evaluates and saves.
+  std::optional<Log> log;
+  std::optional<Progress> progress;
+  if (dp.is_main()) {
+    log.emplace(c.out_dir + "/log.jsonl", start);
+    progress.emplace(start, end, c.eval_every);
   }
-  Log log(c.out_dir + "/log.jsonl", start);
-  Progress progress(start, end, c.eval_every);
   const int64_t tokens_per_step = c.batch_size * c.seq_len;
   for (int64_t step = start; step < end; ++step) {
     const double lr = learning_rate(c, step);
@@ -146,23 +143,25 @@ void train(const Config& c, const std::string& resume_from) {
     const Batch b = dp.shard(train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step));
     const Tensor loss = train_step(*model, opt, b, c, &dp);
     const double value = dp.mean(loss.item<double>());
-    progress.update(step, value, lr, tokens_per_step);
-    log.write({step, value, -1, lr, progress.tokens_per_second()});
+    if (!dp.is_main()) continue;
+    progress->update(step, value, lr, tokens_per_step);
+    log->write({step, value, -1, lr, progress->tokens_per_second()});
     const bool last = step + 1 == end;
     if ((step + 1) % c.eval_every == 0 || last) {
       const ValLoss v = validation_loss(*model, corpus.val, c, c.eval_batches);
-      log.write({step, -1, v.loss, 0, 0});
+      log->write({step, -1, v.loss, 0, 0});
       char line[192];
       std::snprintf(line, sizeof line, "step %lld: val loss %.4f (%s)", (long long)(step + 1), v.loss,
                     v.what().c_str());
-      progress.note(line);
+      progress->note(line);
     }
     if ((step + 1) % c.checkpoint_every == 0 || last) save_checkpoint(ckpt, *model, &opt, step + 1);
   }
   dp.barrier();
-  progress.finish();
+  if (!dp.is_main()) return;
+  progress->finish();
   const ValLoss periodic = validation_cover(corpus.val, c, c.eval_batches);
-  write_loss_svg(plot, log.records(), unigram,
+  write_loss_svg(plot, log->records(), unigram,
                  periodic.batches < periodic.of ? "validation (first " + std::to_string(periodic.batches) + " batches)"
                                                 : "validation (whole split)");
   const ValLoss val = validation_loss(*model, corpus.val, c, 0);

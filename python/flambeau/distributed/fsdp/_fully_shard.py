@@ -130,6 +130,7 @@ class _Group:
                 module_._parameters[name] = shard
                 self.infos.append(info)
         self.total = offset
+        self.needs_grads = sum(i.requires_grad for i in self.infos)
         self.state = "sharded"
         self.gather = None  # (work, output) of an all-gather in flight
         self.pending_rs = None  # (work, output, input) of a reduce-scatter in flight
@@ -246,7 +247,7 @@ class _Group:
     def _grad_ready(self, unsharded):
         self._queue_end()
         self.ready += 1
-        if self.ready == sum(i.requires_grad for i in self.infos) and self.requires_grad_sync:
+        if self.ready == self.needs_grads and self.requires_grad_sync:
             self._start_reduce_scatter()
 
     def _start_reduce_scatter(self):
