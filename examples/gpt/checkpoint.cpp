@@ -10,14 +10,16 @@
 namespace gpt {
 using namespace flambeau;
 
-void save_checkpoint(const std::string& path, const Gpt& model, const optim::Optimizer* opt, int64_t step) {
+void save_checkpoint(const std::string& path, const Gpt& model, const optim::Optimizer& opt, int64_t step,
+                     const DataParallel& dp) {
   io::TensorList tensors;
-  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back("model." + name, t);
-  if (opt) {
-    const optim::OptimizerState s = opt->state_dict();
-    for (size_t i = 0; i < s.params.size(); ++i)
-      for (const auto& [name, t] : s.params[i]) tensors.emplace_back("optim." + std::to_string(i) + "." + name, t);
-  }
+  const std::vector<Tensor> params = dp.parameters();
+  size_t i = 0;
+  for (const auto& [name, p] : model.named_parameters()) tensors.emplace_back("model." + name, dp.full(i, params[i])), ++i;
+  const optim::OptimizerState s = opt.state_dict();
+  for (size_t i = 0; i < s.params.size(); ++i)
+    for (const auto& [name, t] : s.params[i]) tensors.emplace_back("optim." + std::to_string(i) + "." + name, dp.full(i, t));
+  if (!dp.is_main()) return;
   tensors.emplace_back("rng", default_generator().get_state());
   io::save(tensors, path,
            {{"format", "flambeau-gpt/1"}, {"step", std::to_string(step)}, {"config", to_text(model.config)}});
@@ -34,7 +36,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   return c;
 }
 
-void restore(const Checkpoint& ckpt, Gpt& model, optim::Optimizer* opt) {
+void restore(const Checkpoint& ckpt, Gpt& model) {
   for (const std::string& k : model_keys())
     if (get_option(ckpt.config, k) != get_option(model.config, k))
       throw std::invalid_argument("checkpoint '" + ckpt.path + "' has " + k + " = " + get_option(ckpt.config, k) +
@@ -43,18 +45,20 @@ void restore(const Checkpoint& ckpt, Gpt& model, optim::Optimizer* opt) {
   nn::StateDict sd;
   for (const auto& [name, t] : model.state_dict()) sd.insert(name, f.get_tensor("model." + name, true));
   model.load_state_dict(sd);
-  if (opt) {
-    optim::OptimizerState s = opt->state_dict();
-    for (size_t i = 0; i < s.params.size(); ++i) {
-      s.params[i].clear();
-      for (const char* name : {"step", "exp_avg", "exp_avg_sq"}) {
-        const std::string key = "optim." + std::to_string(i) + "." + name;
-        if (f.contains(key)) s.params[i][name] = f.get_tensor(key, true);
-      }
-    }
-    opt->load_state_dict(s);
-  }
   default_generator().set_state(f.get_tensor("rng", true));
+}
+
+void restore_optimizer(const Checkpoint& ckpt, optim::Optimizer& opt, const DataParallel& dp) {
+  io::SafeOpen f(ckpt.path);
+  optim::OptimizerState s = opt.state_dict();
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    s.params[i].clear();
+    for (const char* name : {"step", "exp_avg", "exp_avg_sq"}) {
+      const std::string key = "optim." + std::to_string(i) + "." + name;
+      if (f.contains(key)) s.params[i][name] = dp.part(i, f.get_tensor(key, true));
+    }
+  }
+  opt.load_state_dict(s);
 }
 
 }  // namespace gpt

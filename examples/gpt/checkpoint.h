@@ -7,10 +7,14 @@
 #include "config.h"
 #include "flambeau/optim/optim.h"
 #include "model.h"
+#include "parallel.h"
 
 namespace gpt {
 
-void save_checkpoint(const std::string& path, const Gpt& model, const flambeau::optim::Optimizer* opt, int64_t step);
+// Every rank calls it (under fsdp the shards are gathered); rank 0 writes. The parameters
+// and the optimizer state are whole whatever the world size or mode.
+void save_checkpoint(const std::string& path, const Gpt& model, const flambeau::optim::Optimizer& opt, int64_t step,
+                     const DataParallel& dp);
 
 struct Checkpoint {
   Config config;  // as stored (defaults for what it lacks)
@@ -19,8 +23,11 @@ struct Checkpoint {
 };
 // Reads the metadata only (the tensors stay in the file until restore()).
 Checkpoint read_checkpoint(const std::string& path);
-// Copies the model (and, when given, optimizer) state and the generator's state in. The
-// model's shape settings must equal the checkpoint's (std::invalid_argument otherwise).
-void restore(const Checkpoint& ckpt, Gpt& model, flambeau::optim::Optimizer* opt);
+// Copies the model's parameters and the generator's state in. The model's shape settings
+// must equal the checkpoint's (std::invalid_argument otherwise).
+void restore(const Checkpoint& ckpt, Gpt& model);
+// Copies the optimizer's state in, each tensor cut to dp's part of it (opt steps
+// dp.parameters()).
+void restore_optimizer(const Checkpoint& ckpt, flambeau::optim::Optimizer& opt, const DataParallel& dp);
 
 }  // namespace gpt

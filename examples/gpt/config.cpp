@@ -49,7 +49,7 @@ const std::vector<Setting>& settings() {
       {"eval_batches", &Config::eval_batches, false, "batches of the periodic validation loss (the first ones)"},
       {"checkpoint_every", &Config::checkpoint_every, false, "steps between checkpoints"},
       {"threads", &Config::threads, false, "threads (0: all cores)"},
-      {"parallel", &Config::parallel, false, "none, or ddp: data-parallel under flambeau-run (global batch_size)"},
+      {"parallel", &Config::parallel, false, "none, ddp or fsdp: data-parallel under flambeau-run (global batch_size)"},
       {"data_dir", &Config::data_dir, false, "directory of fortune files"},
       {"out_dir", &Config::out_dir, false, "where ckpt.safetensors, log.jsonl and loss.svg go"},
       // sampling
@@ -183,7 +183,7 @@ void Config::validate() const {
   need(eval_every >= 1 && eval_batches >= 1 && checkpoint_every >= 1, "eval_every, eval_batches, checkpoint_every >= 1");
   need(threads >= 0, "threads must be >= 0");
   need(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16");
-  need(parallel == "none" || parallel == "ddp", "parallel must be none or ddp");
+  need(parallel == "none" || parallel == "ddp" || parallel == "fsdp", "parallel must be none, ddp or fsdp");
   need(temperature >= 0 && top_p > 0 && top_p <= 1 && top_k >= 0, "temperature >= 0, top_p in (0, 1], top_k >= 0");
   need(num_samples >= 0 && max_new_tokens >= 0, "num_samples and max_new_tokens must be >= 0");
 }

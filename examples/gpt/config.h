@@ -23,8 +23,9 @@ struct Config {
   std::string dtype = "fp32";
   uint64_t seed = 1337;
   int64_t eval_every = 150, eval_batches = 16, checkpoint_every = 300, threads = 0;  // 0: all cores
-  // "none", or "ddp": data-parallel over the processes flambeau-run starts (batch_size is
-  // the global batch, split over the ranks); not stored, so a run resumes on any world size.
+  // "none", "ddp" or "fsdp": data-parallel over the processes flambeau-run starts
+  // (batch_size is the global batch, split over the ranks; fsdp also shards the parameters
+  // and the optimizer state); not stored, so a run resumes on any world size and mode.
   std::string parallel = "none";
   std::string data_dir = "/usr/share/games/fortunes";
   std::string out_dir = "out/gpt";

@@ -23,7 +23,7 @@ void bench(const Config& c, bool fortunes);
 
 class DataParallel;
 // One training step on batch b (loss, backward, gradient clipping, AdamW); returns the loss.
-// With dp, the gradients are averaged over its ranks.
+// With dp, the gradients are averaged over its ranks (and clipped by their global norm).
 flambeau::Tensor train_step(Gpt& model, flambeau::optim::AdamW& opt, const Batch& b, const Config& c,
                             DataParallel* dp = nullptr);
 

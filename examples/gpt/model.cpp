@@ -18,7 +18,31 @@ using namespace flambeau;
 namespace attn = flambeau::nn::attention;
 namespace F = flambeau::nn::functional;
 
-Block::Block(const Config& c) : Module("Block") {
+namespace {
+
+// The rotary angles pos * theta^(-2i / head_dim) (computed in double) as cos and sin tables
+// [seq_len, head_dim / 2].
+std::pair<Tensor, Tensor> rope_tables(const Config& c) {
+  const int64_t half = c.head_dim() / 2, positions = c.seq_len;
+  Tensor cos_t = empty({positions, half}, kFloat32), sin_t = empty({positions, half}, kFloat32);
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = double(p) * std::pow(c.rope_theta, -2.0 * double(i) / double(c.head_dim()));
+      cos_t.data<float>()[p * half + i] = float(std::cos(a));
+      sin_t.data<float>()[p * half + i] = float(std::sin(a));
+    }
+  return {cos_t, sin_t};
+}
+
+}  // namespace
+
+Block::Block(const Config& c, Tensor cos, Tensor sin)
+    : Module("Block"),
+      n_head(c.n_head),
+      head_dim(c.head_dim()),
+      gemm_dtype(c.dtype == "bf16" ? kBFloat16 : kFloat32),
+      cos_(std::move(cos)),
+      sin_(std::move(sin)) {
   const int64_t d = c.d_model, h = c.mlp_hidden();
   attn_norm = register_module("attn_norm", std::make_shared<nn::RMSNorm>(Dims{d}));
   wq = register_module("wq", std::make_shared<nn::Linear>(d, d, false));
@@ -33,23 +57,14 @@ Block::Block(const Config& c) : Module("Block") {
 
 Gpt::Gpt(const Config& c) : Module("Gpt"), config(c) {
   c.validate();
+  std::tie(cos_, sin_) = rope_tables(c);
   wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.d_model));
   auto list = register_module("blocks", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    blocks.push_back(std::make_shared<Block>(c));
+    blocks.push_back(std::make_shared<Block>(c, cos_, sin_));
     list->push_back(blocks.back());
   }
   norm = register_module("norm", std::make_shared<nn::RMSNorm>(Dims{c.d_model}));
-  // Rotary angles pos * theta^(-2i / head_dim), computed in double.
-  const int64_t half = c.head_dim() / 2, positions = c.seq_len;
-  cos_ = empty({positions, half}, kFloat32);
-  sin_ = empty({positions, half}, kFloat32);
-  for (int64_t p = 0; p < positions; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      const double a = double(p) * std::pow(c.rope_theta, -2.0 * double(i) / double(c.head_dim()));
-      cos_.data<float>()[p * half + i] = float(std::cos(a));
-      sin_.data<float>()[p * half + i] = float(std::sin(a));
-    }
   init_weights(c.seed);
 }
 
@@ -224,19 +239,19 @@ Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType d
 // against the stacked weights [3d, d], RoPE applied to q and k while the rows are laid out
 // by head. The backward lays the head gradients back out (rotating q, k back) and runs one
 // GEMM for dh and one for the stacked weight gradient.
-std::array<Tensor, 3> Gpt::qkv(const Block& b, const Tensor& h, int64_t pos0) const {
-  const auto result = op_hook::op("gpt::qkv_rope", h, b.wq->weight, b.wk->weight, b.wv->weight, pos0)([&] {
-    const std::array<Tensor, 3> heads = qkv_body(b, h, pos0);
+std::array<Tensor, 3> Block::qkv(const Tensor& h, int64_t pos0) const {
+  const auto result = op_hook::op("gpt::qkv_rope", h, wq->weight, wk->weight, wv->weight, pos0)([&] {
+    const std::array<Tensor, 3> heads = qkv_body(h, pos0);
     return std::vector<Tensor>(heads.begin(), heads.end());
   });
   return {result[0], result[1], result[2]};
 }
 
-std::array<Tensor, 3> Gpt::qkv_body(const Block& b, const Tensor& h, int64_t pos0) const {
-  const int64_t B = h.size(0), T = h.size(1), d = config.d_model, H = config.n_head, D = config.head_dim(), half = D / 2;
+std::array<Tensor, 3> Block::qkv_body(const Tensor& h, int64_t pos0) const {
+  const int64_t B = h.size(0), T = h.size(1), H = n_head, D = head_dim, d = H * D, half = D / 2;
   FLB_CHECK(h.dtype() == kFloat32 && h.dim() == 3 && h.size(2) == d && pos0 + T <= cos_.size(0), ValueError,
             "[gpt.qkv] expects float32 [B, T, ", d, "] within ", cos_.size(0), " positions, got ", shape_str(h.sizes()));
-  const auto [h2, w] = stacked(h, {&b.wq->weight, &b.wk->weight, &b.wv->weight}, gemm_dtype());
+  const auto [h2, w] = stacked(h, {&wq->weight, &wk->weight, &wv->weight}, gemm_dtype);
   const Tensor y = gemm(h2, w.t());  // [B T, 3d]
   std::array<Tensor, 3> out{empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32),
                             empty({B, H, T, D}, kFloat32)};
@@ -248,7 +263,7 @@ std::array<Tensor, 3> Gpt::qkv_body(const Block& b, const Tensor& h, int64_t pos
     std::copy_n(yp + r + 2 * d, D, vp + o);
   });
   autograd::record(
-      "QkvRopeBackward", {&out[0], &out[1], &out[2]}, {&h, &b.wq->weight, &b.wk->weight, &b.wv->weight}, {h2, w},
+      "QkvRopeBackward", {&out[0], &out[1], &out[2]}, {&h, &wq->weight, &wk->weight, &wv->weight}, {h2, w},
       [B, T, d, H, D, half, pos0, cs = cos_, sn = sin_](const std::vector<Tensor>& g,
                                                         const std::vector<Tensor>& saved) {
         const Tensor dq = g[0].contiguous(), dk = g[1].contiguous(), dv = g[2].contiguous();
@@ -265,12 +280,25 @@ std::array<Tensor, 3> Gpt::qkv_body(const Block& b, const Tensor& h, int64_t pos
   return out;
 }
 
-Tensor Gpt::mlp(const Block& b, const Tensor& h) const {
-  return linear(swiglu(h, b.w_gate->weight, b.w_up->weight, gemm_dtype()), *b.w_down, gemm_dtype());
+Tensor Block::project(const Tensor& a) const {
+  const int64_t B = a.size(0), T = a.size(2);
+  return linear(a.transpose(1, 2).reshape({B, T, n_head * head_dim}), *wo, gemm_dtype);
+}
+
+Tensor Block::mlp(const Tensor& h) const {
+  return linear(swiglu(h, w_gate->weight, w_up->weight, gemm_dtype), *w_down, gemm_dtype);
+}
+
+Tensor Block::forward_inputs(const nn::TensorList& inputs) {
+  FLB_CHECK(inputs.size() == 1 && mask, ValueError, "[gpt.Block] takes one input, inside Gpt::hidden");
+  Tensor x = inputs[0];
+  const auto [q, k, v] = qkv((*attn_norm)(x), 0);
+  x = x + project(attn::flex_attention(q, k, v, attn::ScoreModPtr(), *mask).first);
+  return x + mlp((*mlp_norm)(x));
 }
 
 Tensor Gpt::hidden(const Tensor& inputs, const Tensor& doc_ids) {
-  const int64_t B = inputs.size(0), T = inputs.size(1), H = config.n_head, D = config.head_dim();
+  const int64_t B = inputs.size(0), T = inputs.size(1);
   FLB_CHECK(T <= config.seq_len, ValueError, "[gpt] sequence of ", T, " tokens is longer than seq_len ", config.seq_len);
   std::vector<attn::MaskModPtr> mods{attn::causal_mask(), attn::document_mask(doc_ids)};
   if (config.window > 0) mods.push_back(attn::sliding_window_mask(config.window));
@@ -279,11 +307,14 @@ Tensor Gpt::hidden(const Tensor& inputs, const Tensor& doc_ids) {
   const attn::BlockMask mask = attn::create_block_mask(attn::and_masks(mods), B, 1, T, T, 64);
   Tensor x = (*wte)(inputs);
   for (const auto& b : blocks) {
-    const Tensor h = (*b->attn_norm)(x);
-    const auto [q, k, v] = qkv(*b, h, 0);
-    const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr(), mask).first;
-    x = x + linear(a.transpose(1, 2).reshape({B, T, H * D}), *b->wo, gemm_dtype());
-    x = x + mlp(*b, (*b->mlp_norm)(x));
+    b->mask = &mask;
+    try {
+      x = b->call({x});
+    } catch (...) {
+      b->mask = nullptr;
+      throw;
+    }
+    b->mask = nullptr;
   }
   return (*norm)(x);
 }
@@ -305,7 +336,7 @@ KVCache Gpt::new_cache(int64_t capacity) const {
 
 Tensor Gpt::decode_step(int64_t token, KVCache& cache) {
   autograd::NoGradGuard no_grad;
-  const int64_t H = config.n_head, D = config.head_dim(), pos = cache.length;
+  const int64_t pos = cache.length;
   FLB_CHECK(pos < cache.k[0].size(2) && pos < config.seq_len, ValueError, "[gpt] the KV cache is full (", pos,
             " positions)");
   Tensor x = (*wte)(full({1, 1}, token, kInt64));
@@ -313,14 +344,12 @@ Tensor Gpt::decode_step(int64_t token, KVCache& cache) {
   const int64_t first = config.window > 0 ? std::max<int64_t>(0, pos - config.window) : 0;
   for (size_t l = 0; l < blocks.size(); ++l) {
     const Block& b = *blocks[l];
-    const Tensor h = (*b.attn_norm)(x);
-    const auto [q, k_new, v_new] = qkv(b, h, pos);
+    const auto [q, k_new, v_new] = b.qkv((*b.attn_norm)(x), pos);
     cache.k[l].narrow(2, pos, 1).copy_(k_new);
     cache.v[l].narrow(2, pos, 1).copy_(v_new);
     const Tensor k = cache.k[l].narrow(2, first, pos + 1 - first), v = cache.v[l].narrow(2, first, pos + 1 - first);
-    const Tensor a = attn::flex_attention(q, k, v, attn::ScoreModPtr()).first;
-    x = x + linear(a.transpose(1, 2).reshape({1, 1, H * D}), *b.wo, gemm_dtype());
-    x = x + mlp(b, (*b.mlp_norm)(x));
+    x = x + b.project(attn::flex_attention(q, k, v, attn::ScoreModPtr()).first);
+    x = x + b.mlp((*b.mlp_norm)(x));
   }
   cache.length = pos + 1;
   return F::linear((*norm)(x).reshape({config.d_model}), wte->weight);

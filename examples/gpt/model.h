@@ -13,10 +13,32 @@
 
 namespace gpt {
 
+// One pre-norm block: x + attention(attn_norm(x)), then + mlp(mlp_norm(x)). Called as a
+// module (block->call({x})) so that module hooks see it (FSDP gathers its weights there).
 struct Block : flambeau::nn::Module {
-  Block(const Config& c);
+  // cos, sin: the rotary tables [max positions, head_dim / 2] the model shares.
+  Block(const Config& c, flambeau::Tensor cos, flambeau::Tensor sin);
   std::shared_ptr<flambeau::nn::RMSNorm> attn_norm, mlp_norm;
   std::shared_ptr<flambeau::nn::Linear> wq, wk, wv, wo, w_gate, w_up, w_down;
+  // The attention mask of the forward running through the blocks (set by Gpt::hidden).
+  const flambeau::nn::attention::BlockMask* mask = nullptr;
+
+  // The q, k, v heads [B, H, T, head_dim] of h [B, T, d_model] at positions
+  // [pos0, pos0 + T), q and k rotated by RoPE (one op, "gpt::qkv_rope").
+  std::array<flambeau::Tensor, 3> qkv(const flambeau::Tensor& h, int64_t pos0) const;
+  // The attention output projected back: wo applied to a [B, H, T, head_dim] as [B, T, d].
+  flambeau::Tensor project(const flambeau::Tensor& a) const;
+  flambeau::Tensor mlp(const flambeau::Tensor& h) const;
+
+ protected:
+  flambeau::Tensor forward_inputs(const flambeau::nn::TensorList& inputs) override;
+
+ private:
+  std::array<flambeau::Tensor, 3> qkv_body(const flambeau::Tensor& h, int64_t pos0) const;
+  const int64_t n_head, head_dim;
+  // The dtype of the GEMM operands (config.dtype; Note [bf16 GEMMs] in model.cpp).
+  const flambeau::DType gemm_dtype;
+  const flambeau::Tensor cos_, sin_;
 };
 
 // Keys and values of every layer for positions [0, length) of one sequence (decoding).
@@ -46,14 +68,6 @@ class Gpt : public flambeau::nn::Module {
   std::shared_ptr<flambeau::nn::RMSNorm> norm;
 
  private:
-  // The q, k, v heads [B, H, T, head_dim] of h [B, T, d_model] at positions
-  // [pos0, pos0 + T), q and k rotated by RoPE (one fused op).
-  std::array<flambeau::Tensor, 3> qkv(const Block& b, const flambeau::Tensor& h, int64_t pos0) const;
-  // qkv as reported to the op hook ("gpt::qkv_rope"); qkv_body does the work.
-  std::array<flambeau::Tensor, 3> qkv_body(const Block& b, const flambeau::Tensor& h, int64_t pos0) const;
-  flambeau::Tensor mlp(const Block& b, const flambeau::Tensor& h) const;
-  // The dtype of the blocks' GEMM operands (config.dtype; Note [bf16 GEMMs] in model.cpp).
-  flambeau::DType gemm_dtype() const { return config.dtype == "bf16" ? flambeau::kBFloat16 : flambeau::kFloat32; }
   flambeau::Tensor cos_, sin_;  // [max positions, head_dim / 2]
 };
 

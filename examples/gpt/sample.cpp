@@ -50,7 +50,7 @@ void sample(const Config& c, const std::string& checkpoint) {
   if (c.threads > 0) set_num_threads(int(c.threads));
   const Checkpoint ck = read_checkpoint(checkpoint);
   Gpt model(ck.config);
-  restore(ck, model, nullptr);
+  restore(ck, model);
   model.eval();
   Generator gen(c.seed);
   for (int64_t n = 0; n < c.num_samples; ++n) {

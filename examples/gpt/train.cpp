@@ -35,17 +35,18 @@ Tensor train_step(Gpt& model, optim::AdamW& opt, const Batch& b, const Config& c
   const Tensor loss = model.loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
   opt.zero_grad();
   loss.backward();
-  if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model.parameters(), c.grad_clip);
+  if (c.grad_clip > 0 && dp) dp->clip_grad_norm(c.grad_clip);
+  else if (c.grad_clip > 0) nn::utils::clip_grad_norm_(model.parameters(), c.grad_clip);
   opt.step();
   return loss;
 }
 
 namespace {
 
-optim::AdamW make_optimizer(const Config& c, Gpt& model) {
+optim::AdamW make_optimizer(const Config& c, const DataParallel& dp) {
   optim::AdamOptions o;
   o.lr = c.lr, o.beta1 = c.beta1, o.beta2 = c.beta2, o.weight_decay = c.weight_decay;
-  return optim::AdamW(model.parameters(), o);
+  return optim::AdamW(dp.parameters(), o);
 }
 
 // Note [Two validation losses]
@@ -111,15 +112,19 @@ void train(const Config& c, const std::string& resume_from) {
                corpus.files.size(), (long long)corpus.train.documents, (long long)corpus.val.documents,
                corpus.train.tokens.size(), corpus.val.tokens.size());
   auto model = std::make_shared<Gpt>(c);
-  optim::AdamW opt = make_optimizer(c, *model);
-  int64_t start = 0;
+  std::optional<Checkpoint> ck;
   if (!resume_from.empty()) {
-    const Checkpoint ck = read_checkpoint(resume_from);
-    restore(ck, *model, &opt);
-    start = ck.step;
-    std::fprintf(stderr, "resumed from %s at step %lld\n", resume_from.c_str(), (long long)start);
+    ck = read_checkpoint(resume_from);
+    restore(*ck, *model);
   }
   DataParallel dp(c, *model);
+  optim::AdamW opt = make_optimizer(c, dp);
+  int64_t start = 0;
+  if (ck) {
+    restore_optimizer(*ck, opt, dp);
+    start = ck->step;
+    std::fprintf(stderr, "resumed from %s at step %lld\n", resume_from.c_str(), (long long)start);
+  }
   int64_t n_params = 0;
   for (const Tensor& p : model->parameters()) n_params += p.numel();
   std::fprintf(stderr,
@@ -129,7 +134,8 @@ void train(const Config& c, const std::string& resume_from) {
 
   const std::string ckpt = c.out_dir + "/ckpt.safetensors", plot = c.out_dir + "/loss.svg";
   const int64_t end = c.stop_at > 0 ? std::min(c.stop_at, c.steps) : c.steps;
-  // Every rank trains; rank 0 also logs, evaluates and saves.
+  // Every rank trains, evaluates (under fsdp the forward needs all) and saves (gathering
+  // the shards); rank 0 logs and writes.
   std::optional<Log> log;
   std::optional<Progress> progress;
   if (dp.is_main()) {
@@ -143,20 +149,24 @@ void train(const Config& c, const std::string& resume_from) {
     const Batch b = dp.shard(train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, step));
     const Tensor loss = train_step(*model, opt, b, c, &dp);
     const double value = dp.mean(loss.item<double>());
-    if (!dp.is_main()) continue;
-    progress->update(step, value, lr, tokens_per_step);
-    log->write({step, value, -1, lr, progress->tokens_per_second()});
+    if (dp.is_main()) {
+      progress->update(step, value, lr, tokens_per_step);
+      log->write({step, value, -1, lr, progress->tokens_per_second()});
+    }
     const bool last = step + 1 == end;
     if ((step + 1) % c.eval_every == 0 || last) {
       const ValLoss v = validation_loss(*model, corpus.val, c, c.eval_batches);
-      log->write({step, -1, v.loss, 0, 0});
-      char line[192];
-      std::snprintf(line, sizeof line, "step %lld: val loss %.4f (%s)", (long long)(step + 1), v.loss,
-                    v.what().c_str());
-      progress->note(line);
+      if (dp.is_main()) {
+        log->write({step, -1, v.loss, 0, 0});
+        char line[192];
+        std::snprintf(line, sizeof line, "step %lld: val loss %.4f (%s)", (long long)(step + 1), v.loss,
+                      v.what().c_str());
+        progress->note(line);
+      }
     }
-    if ((step + 1) % c.checkpoint_every == 0 || last) save_checkpoint(ckpt, *model, &opt, step + 1);
+    if ((step + 1) % c.checkpoint_every == 0 || last) save_checkpoint(ckpt, *model, opt, step + 1, dp);
   }
+  const ValLoss val = validation_loss(*model, corpus.val, c, 0);
   dp.barrier();
   if (!dp.is_main()) return;
   progress->finish();
@@ -164,7 +174,6 @@ void train(const Config& c, const std::string& resume_from) {
   write_loss_svg(plot, log->records(), unigram,
                  periodic.batches < periodic.of ? "validation (first " + std::to_string(periodic.batches) + " batches)"
                                                 : "validation (whole split)");
-  const ValLoss val = validation_loss(*model, corpus.val, c, 0);
   std::printf("final val loss %.4f nats/byte (%s; byte-unigram entropy %.4f); checkpoint %s; plot %s\n", val.loss,
               val.what().c_str(), unigram, ckpt.c_str(), plot.c_str());
 }
@@ -175,7 +184,7 @@ void evaluate(const Config& c, const std::string& checkpoint) {
   Config mc = ck.config;
   mc.batch_size = c.batch_size;
   Gpt model(mc);
-  restore(ck, model, nullptr);
+  restore(ck, model);
   const Corpus corpus = load_fortunes(c.data_dir);
   const ValLoss v = validation_loss(model, corpus.val, mc, 0);
   std::printf("step %lld: val loss %.4f nats/byte (%s), byte-unigram entropy %.4f\n", (long long)ck.step, v.loss,
@@ -200,8 +209,8 @@ void dump_grads(const Config& c, const std::string& out) {
 void bench(const Config& c, bool fortunes) {
   use_threads(c);
   auto model = std::make_shared<Gpt>(c);
-  optim::AdamW opt = make_optimizer(c, *model);
   DataParallel dp(c, *model);  // batch_size is the global batch
+  optim::AdamW opt = make_optimizer(c, dp);
   // The first training batch (packed fortunes, document masks), or random tokens in one
   // document per row (plain causal attention).
   Batch b;

@@ -79,16 +79,11 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
         t.backward(gradient.value_or(Tensor()), retain_graph);
       }, "gradient"_a = nb::none(), "retain_graph"_a = false)
       .def("register_hook", [](const Tensor& t, nb::object fn) {
-        FLB_CHECK(t.requires_grad(), Error, "[register_hook] cannot register a hook on a tensor that doesn't require gradient");
-        autograd::AutogradMeta& meta = autograd::meta_of(t);
-        if (meta.grad_fn) meta.grad_fn->pre_hooks[meta.output_nr].push_back(python_hook(std::move(fn)));
-        else meta.hooks.push_back(python_hook(std::move(fn)));
+        autograd::register_hook(t, python_hook(std::move(fn)));
       }, "hook"_a)
       .def("register_post_accumulate_grad_hook", [](const Tensor& t, nb::object fn) {
-        FLB_CHECK(t.is_leaf() && t.requires_grad(), Error,
-                  "[register_post_accumulate_grad_hook] only leaf tensors that require grad accept this hook");
         auto holder = std::make_shared<nb::object>(std::move(fn));
-        autograd::meta_of(t).post_accumulate_hooks.push_back([holder](Tensor& leaf) {
+        autograd::register_post_accumulate_grad_hook(t, [holder](Tensor& leaf) {
           nb::gil_scoped_acquire gil;
           nb::object r = (*holder)(leaf);
           FLB_CHECK(r.is_none(), TypeError, "[register_post_accumulate_grad_hook] the hook must return None, got ",

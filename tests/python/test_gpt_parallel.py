@@ -1,5 +1,5 @@
-"""flambeau-gpt --parallel ddp under flambeau-run (2 ranks x 1 thread on 127.0.0.1): the
-same losses as one process on the same global batch; a checkpoint of the 2-rank run
+"""flambeau-gpt --parallel ddp and fsdp under flambeau-run (2 ranks x 1 thread on 127.0.0.1):
+the same losses as one process on the same global batch; a checkpoint of the 2-rank run
 resumes in one process; a rank SIGKILLed mid-run makes flambeau-run restart the group from
 the last checkpoint (--auto-resume), and the run ends bitwise equal to one that was never
 interrupted. Every run is bounded (subprocess timeouts; the launcher's process group is
@@ -22,9 +22,12 @@ SMALL = ["--config", os.path.join(ROOT, "examples", "gpt", "fortunes.conf"), "--
 pytestmark = pytest.mark.skipif(not os.path.exists(GPT), reason=f"build flambeau-gpt first: {GPT}")
 
 
-def launch(out_dir, *args, ranks=2, restarts=0):
+MODES = pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+
+
+def launch(out_dir, *args, mode="ddp", ranks=2, restarts=0):
     cmd = [sys.executable, "-m", "flambeau.distributed.run", "--nproc-per-node", str(ranks), "--max-restarts",
-           str(restarts), GPT, "train", *SMALL, "--parallel", "ddp", "--out_dir", str(out_dir), *args]
+           str(restarts), GPT, "train", *SMALL, "--parallel", mode, "--out_dir", str(out_dir), *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -56,17 +59,19 @@ def checkpoint(out_dir):
     return load_file(os.path.join(out_dir, "ckpt.safetensors"))
 
 
-def test_two_ranks_train_like_one_process_on_the_global_batch(tmp_path):
-    finish(launch(tmp_path / "ddp", "--steps", "12"))
+@MODES
+def test_two_ranks_train_like_one_process_on_the_global_batch(tmp_path, mode):
+    finish(launch(tmp_path / mode, "--steps", "12", mode=mode))
     single(tmp_path / "one", "--steps", "12")
-    got, want = losses(tmp_path / "ddp"), losses(tmp_path / "one")
+    got, want = losses(tmp_path / mode), losses(tmp_path / "one")
     assert sorted(got) == list(range(12))
     for step in range(12):
         assert abs(got[step] - want[step]) <= 1e-5 * abs(want[step]), (step, got[step], want[step])
 
 
-def test_checkpoint_of_two_ranks_resumes_in_one_process(tmp_path):
-    finish(launch(tmp_path / "run", "--steps", "12", "--stop_at", "6", "--checkpoint_every", "6"))
+@MODES
+def test_checkpoint_of_two_ranks_resumes_in_one_process(tmp_path, mode):
+    finish(launch(tmp_path / "run", "--steps", "12", "--stop_at", "6", "--checkpoint_every", "6", mode=mode))
     single(tmp_path / "run", "--steps", "12", "--resume")
     single(tmp_path / "one", "--steps", "12")
     got, want = checkpoint(tmp_path / "run"), checkpoint(tmp_path / "one")
@@ -85,9 +90,10 @@ def _children(pid):
         return []
 
 
-def test_killed_rank_restarts_the_group_from_the_checkpoint_bitwise(tmp_path):
+@MODES
+def test_killed_rank_restarts_the_group_from_the_checkpoint_bitwise(tmp_path, mode):
     args = ["--steps", "160", "--checkpoint_every", "20", "--eval_every", "1000", "--auto-resume"]
-    proc = launch(tmp_path / "killed", *args, restarts=1)
+    proc = launch(tmp_path / "killed", *args, mode=mode, restarts=1)
     log = tmp_path / "killed" / "log.jsonl"
     deadline, victim = time.monotonic() + 120, None
     while victim is None and time.monotonic() < deadline and proc.poll() is None:
@@ -100,7 +106,7 @@ def test_killed_rank_restarts_the_group_from_the_checkpoint_bitwise(tmp_path):
     assert victim is not None, "the run ended before a rank could be killed"
     out = finish(proc)
     assert "resumed from" in out, out[-3000:]
-    finish(launch(tmp_path / "whole", *args))
+    finish(launch(tmp_path / "whole", *args, mode=mode))
     got, want = checkpoint(tmp_path / "killed"), checkpoint(tmp_path / "whole")
     assert sorted(got) == sorted(want)
     for k in want:

@@ -29,6 +29,13 @@ void queue_callback(std::function<void()> callback);
 // Whether a backward pass is running on this thread.
 bool in_backward_pass();
 
+// Tensor.register_hook: `hook` sees t's gradient when it is computed and may return a
+// replacement (undefined keeps it). t must require grad.
+void register_hook(const Tensor& t, TensorHook hook);
+// Tensor.register_post_accumulate_grad_hook: runs with the leaf after its .grad was
+// accumulated. Leaves that require grad only.
+void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(Tensor&)> hook);
+
 // Compares the analytical gradients of f at `inputs` (float64, requires_grad) with
 // central finite differences; returns false (and fills `report`) on a mismatch.
 bool gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,

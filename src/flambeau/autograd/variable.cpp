@@ -133,6 +133,23 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
   autograd::backward({*this}, {gradient}, retain_graph);
 }
 
+namespace autograd {
+
+void register_hook(const Tensor& t, TensorHook hook) {
+  FLB_CHECK(t.requires_grad(), Error, "[register_hook] cannot register a hook on a tensor that doesn't require gradient");
+  AutogradMeta& m = meta_of(t);
+  if (m.grad_fn) m.grad_fn->pre_hooks[m.output_nr].push_back(std::move(hook));
+  else m.hooks.push_back(std::move(hook));
+}
+
+void register_post_accumulate_grad_hook(const Tensor& leaf, std::function<void(Tensor&)> hook) {
+  FLB_CHECK(leaf.is_leaf() && leaf.requires_grad(), Error,
+            "[register_post_accumulate_grad_hook] only leaf tensors that require grad accept this hook");
+  meta_of(leaf).post_accumulate_hooks.push_back(std::move(hook));
+}
+
+}  // namespace autograd
+
 void Tensor::retain_grad() const {
   FLB_CHECK(requires_grad(), Error, "[retain_grad] can't retain_grad on a tensor that doesn't require grad");
   AutogradMeta& m = meta_of(*this);

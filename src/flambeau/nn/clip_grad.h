@@ -10,6 +10,12 @@ namespace flambeau::nn::utils {
 // the vector of the gradients' norms (order norm_type), as torch; returns total (0-dim).
 // Parameters without a gradient are skipped.
 Tensor clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type = 2.0);
+// Its two halves (torch.nn.utils.get_total_norm / clip_grads_with_norm_), for a total
+// norm combined across processes in between (FSDP's shards): the norm of the tensors'
+// norms (0-dim; 0 for none), and the scaling of the gradients by min(1, max_norm /
+// (total_norm + 1e-6)).
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0);
+void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_norm, const Tensor& total_norm);
 // Clamps every gradient element into [-clip_value, clip_value].
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value);
 
