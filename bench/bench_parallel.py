@@ -2,13 +2,13 @@
 gpt_reference.py), in one run on this machine: training tokens/s of flambeau-gpt's main-job
 model (B=8 x T=256 per step) and of a GPT-2 124M-sized one (12 layers, d_model 768, 12
 heads, vocabulary 50257; B=4 x T=64 per rank), each as 1 process x 1 thread, 1 process x 2
-threads and 2 ranks x 1 thread with DistributedDataParallel (the same global batch as the
-2-thread process). AdamW and gradient clipping included, random tokens, medians of the
+threads and 2 ranks x 1 thread with DistributedDataParallel and with FSDP2 (the same global
+batch as the 2-thread process). AdamW and gradient clipping included, random tokens, medians of the
 steps after a warm-up one.
 
-flambeau runs `flambeau-gpt bench` (--parallel ddp under flambeau-run for 2 ranks); PyTorch
-runs this file's worker (torch.nn.parallel.DistributedDataParallel under torchrun's
-launcher for 2 ranks).
+flambeau runs `flambeau-gpt bench` (--parallel ddp or fsdp under flambeau-run for 2 ranks);
+PyTorch runs this file's worker (DistributedDataParallel, or fully_shard per block and on
+the root, under torchrun's launcher for 2 ranks).
 Then FSDP2 against PyTorch's FSDP2 on a stack of transformer blocks written once for both
 libraries (examples/transformer_block.py; 8 blocks, d_model 512, B=4 x T=64 per rank, 2
 ranks x 1 thread): DDP, fully_shard per block + root, and fully_shard with the separate
@@ -33,18 +33,18 @@ GPT2 = dict(vocab_size=50257, n_layer=12, n_head=12, d_model=768, seq_len=64, ba
 KEYS = ("vocab_size", "n_layer", "n_head", "d_model", "seq_len", "batch_size", "z_loss")
 
 
-def flambeau_run(cfg, steps, ranks, threads, batch):
+def flambeau_run(cfg, steps, ranks, threads, batch, mode="ddp"):
     args = [GPT, "bench", "--steps", str(steps), "--threads", str(threads)]
     for k in KEYS:
         args += [f"--{k}", str(batch if k == "batch_size" else cfg[k])]
     if ranks > 1:
         args = [sys.executable, "-m", "flambeau.distributed.run", "--nproc-per-node", str(ranks), *args,
-                "--parallel", "ddp"]
+                "--parallel", mode]
     return step_seconds(args, threads)
 
 
-def torch_run(cfg, steps, ranks, threads, batch):
-    args = [__file__, "--worker", json.dumps(cfg), str(steps), str(threads), str(batch)]
+def torch_run(cfg, steps, ranks, threads, batch, mode="ddp"):
+    args = [__file__, "--worker", json.dumps(cfg), str(steps), str(threads), str(batch), mode]
     if ranks > 1:
         args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), *args]
     return step_seconds([sys.executable, *args], threads)
@@ -60,8 +60,9 @@ def step_seconds(cmd, threads):
     return json.loads(lines[-1])["step_ms"] / 1e3
 
 
-def worker(cfg, steps, threads, batch):
-    """One PyTorch process (a rank under torchrun): batch rows of the global batch."""
+def worker(cfg, steps, threads, batch, mode):
+    """One PyTorch process (a rank under torchrun): batch rows of the global batch; mode
+    ddp (DistributedDataParallel) or fsdp (fully_shard per block and on the root)."""
     import torch
     import torch.distributed as dist
     import gpt_reference
@@ -81,7 +82,12 @@ def worker(cfg, steps, threads, batch):
             return self.gpt.loss(x, y, d, cfg["z_loss"])
 
     net = Loss()
-    if ranks > 1:
+    if ranks > 1 and mode == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+        for b in model.blocks:
+            fully_shard(b)
+        fully_shard(net)
+    elif ranks > 1:
         net = torch.nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
     rows = batch // ranks
@@ -207,21 +213,21 @@ def fsdp_table(steps):
 
 def table(name, cfg, steps):
     b = cfg["batch_size"]
-    cases = [("1 process x 1 thread", 1, 1, b), ("1 process x 2 threads", 1, 2, 2 * b),
-             ("2 ranks x 1 thread (DDP)", 2, 1, 2 * b)]
+    cases = [("1 process x 1 thread", 1, 1, b, "ddp"), ("1 process x 2 threads", 1, 2, 2 * b, "ddp"),
+             ("2 ranks x 1 thread (DDP)", 2, 1, 2 * b, "ddp"), ("2 ranks x 1 thread (FSDP2)", 2, 1, 2 * b, "fsdp")]
     print(f"\n{name}: {json.dumps({k: cfg[k] for k in KEYS})}, {steps} steps, medians\n")
     print("| case | global batch | flambeau tok/s | torch tok/s | torch / flambeau (time) |")
     print("|---|---|---|---|---|")
     rates = {}
-    for label, ranks, threads, batch in cases:
+    for label, ranks, threads, batch, mode in cases:
         tokens = batch * cfg["seq_len"]
-        tf = flambeau_run(cfg, steps, ranks, threads, batch)
-        tt = torch_run(cfg, steps, ranks, threads, batch)
+        tf = flambeau_run(cfg, steps, ranks, threads, batch, mode)
+        tt = torch_run(cfg, steps, ranks, threads, batch, mode)
         rates[label] = (tokens / tf, tokens / tt)
         print(f"| {label} | {batch} x {cfg['seq_len']} | {tokens / tf:.0f} | {tokens / tt:.0f} | {tt / tf:.2f}x |",
               flush=True)
     one = rates["1 process x 1 thread"]
-    for label in ("1 process x 2 threads", "2 ranks x 1 thread (DDP)"):
+    for label in ("1 process x 2 threads", "2 ranks x 1 thread (DDP)", "2 ranks x 1 thread (FSDP2)"):
         f, t = rates[label]
         print(f"- {label}: scaling over 1 x 1 thread: flambeau {f / one[0]:.2f}x, torch {t / one[1]:.2f}x")
 
@@ -230,7 +236,7 @@ def main():
     if sys.argv[1:2] == ["--fsdp-worker"]:
         return fsdp_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     if sys.argv[1:2] == ["--worker"]:
-        return worker(json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        return worker(json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     args = [a for a in args if a != only]

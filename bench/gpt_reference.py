@@ -31,12 +31,25 @@ def parse_config(text):
 
 
 class Block(nn.Module):
-    def __init__(self, d, hidden):
+    def __init__(self, d, hidden, n_head):
         super().__init__()
+        self.n_head = n_head
         self.attn_norm, self.mlp_norm = nn.RMSNorm(d), nn.RMSNorm(d)
         self.wq, self.wk, self.wv, self.wo = (nn.Linear(d, d, bias=False) for _ in range(4))
         self.w_gate, self.w_up = nn.Linear(d, hidden, bias=False), nn.Linear(d, hidden, bias=False)
         self.w_down = nn.Linear(hidden, d, bias=False)
+
+    def forward(self, x, rope, mask):
+        """A module call, so that FSDP's hooks see each block."""
+        B, T, d = x.shape
+        H = self.n_head
+        h = self.attn_norm(x)
+        q, k, v = (w(h).view(B, T, H, d // H).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        q, k = rope(q), rope(k)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        x = x + self.wo(a.transpose(1, 2).reshape(B, T, d))
+        h = self.mlp_norm(x)
+        return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
 
 
 class Gpt(nn.Module):
@@ -46,7 +59,7 @@ class Gpt(nn.Module):
         d, self.n_head = cfg["d_model"], cfg["n_head"]
         hidden = (d * 8 // 3 + 63) // 64 * 64
         self.wte = nn.Embedding(cfg["vocab_size"], d)
-        self.blocks = nn.ModuleList(Block(d, hidden) for _ in range(cfg["n_layer"]))
+        self.blocks = nn.ModuleList(Block(d, hidden, self.n_head) for _ in range(cfg["n_layer"]))
         self.norm = nn.RMSNorm(d)
         head = d // self.n_head
         pos = np.arange(cfg["seq_len"], dtype=np.float64)[:, None]
@@ -73,18 +86,10 @@ class Gpt(nn.Module):
         return m[:, None]
 
     def hidden(self, inputs, doc_ids):
-        B, T = inputs.shape
-        H, D = self.n_head, self.cfg["d_model"] // self.n_head
         mask = self.mask(doc_ids)
         x = self.wte(inputs)
         for b in self.blocks:
-            h = b.attn_norm(x)
-            q, k, v = (w(h).view(B, T, H, D).transpose(1, 2) for w in (b.wq, b.wk, b.wv))
-            q, k = self.rope(q), self.rope(k)
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
-            x = x + b.wo(a.transpose(1, 2).reshape(B, T, H * D))
-            h = b.mlp_norm(x)
-            x = x + b.w_down(F.silu(b.w_gate(h)) * b.w_up(h))
+            x = b(x, self.rope, mask)
         return self.norm(x)
 
     def loss(self, inputs, targets, doc_ids, z_loss):

@@ -6,6 +6,7 @@ passed."""
 import os
 import sys
 import time
+import warnings
 
 import flambeau as fl
 import flambeau.distributed as dist
@@ -328,13 +329,38 @@ def scenario_fsdp():
     init()
     want, _ = train_ddp(20)
     results = {}
-    for raf in (True, False):
+    # an int k: reshard to k consecutive ranks after forward (4 ranks: k = 2)
+    settings = (True, False, 2) if WORLD == 4 else (True, False)
+    for raf in settings:
         got, model = train_fsdp(20, reshard_after_forward=raf)
         results[raf] = got
         err = rel_err(got, want)
         print(f"RESULT fsdp reshard_after_forward={raf} rel_err vs DDP {err:.3e} bitwise {bitwise(got, want)}", flush=True)
         check(err <= 1e-5, f"FSDP (reshard_after_forward={raf}) vs DDP: relative error {err:.3e}")
-    check(bitwise(results[True], results[False]), "reshard_after_forward changed bits")
+    for raf in settings[1:]:
+        check(bitwise(results[True], results[raf]), f"reshard_after_forward={raf} changed bits")
+    if WORLD == 4:
+        # after forward each rank keeps half the gathered buffer (the parts of 2 ranks), no parameter memory
+        _, model = train_fsdp(0, reshard_after_forward=2)
+        x, _ = batch(0, WORLD * B)
+        model(mine(x))
+        g = model.a._fsdp_group
+        check(g.post_forward is not None and g.post_forward[1].numel() == 2 * g.total
+              and not dist._d._fsdp_has_memory(g.infos[0].unsharded), "reshard_after_forward=2 kept the wrong memory")
+        check(g.post_forward[0].get_size() == 2 and g.post_forward[0].global_ranks == [RANK // 2 * 2, RANK // 2 * 2 + 1],
+              "the post-forward group is not this rank's pair")
+    if WORLD == 2:
+        for bad in (3, 0):
+            try:
+                fully_shard(net().a, reshard_after_forward=bad)
+            except ValueError as e:
+                check("divide" in str(e), str(e))
+            else:
+                raise AssertionError(f"reshard_after_forward={bad} on 2 ranks did not raise")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            check(fully_shard(net().a, reshard_after_forward=1)._fsdp_group.reshard_after_forward is False and w,
+                  "reshard_after_forward=1 is False, with a warning")
     got, model = train_fsdp(20, separate_rs=True)
     check(bitwise(got, results[True]), "the separate reduce-scatter group changed bits")
     # Shards: dim 0 cut in ceil(rows / world) pieces, this rank's piece.

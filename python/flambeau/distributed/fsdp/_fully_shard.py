@@ -89,6 +89,37 @@ class _Info:
 _running_root = [None]  # the root group whose forward is running
 _reduce_inputs = []  # [work, input] of reduce-scatters in flight: inputs dropped once done
 _rs_groups = {}  # ranks -> the process group reduce-scatters run on when separate
+_post_forward_comms = {}  # (ranks, k) -> this rank's communicator of k consecutive ranks
+
+
+def _post_forward_comm(comm, k):
+    """For reshard_after_forward=k: the communicator of this rank's k consecutive ranks (the
+    rows of the group's ranks viewed as [N / k, k], as torch's post-forward mesh). Every rank
+    makes all N / k of them, one split each."""
+    key = (tuple(comm.global_ranks), k)
+    if key not in _post_forward_comms:
+        rank, mine = comm.get_rank(), None
+        for first in range(0, comm.get_size(), k):
+            members = list(range(first, first + k))
+            c = comm.split(members if rank in members else [], f"fsdp.post_forward.{k}.{first}")
+            mine = c if c is not None else mine
+        _post_forward_comms[key] = mine
+    return _post_forward_comms[key]
+
+
+def _reshard_setting(value, world):
+    """reshard_after_forward as True, False, None or an int k (1 < k < world, dividing it),
+    as torch reads it: k = 1 is False (with a warning), k = world is True."""
+    if value is None or isinstance(value, bool):
+        return value
+    if value < 1 or value > world or world % value:
+        raise ValueError(f"[fully_shard] reshard_after_forward as an int must divide the shard group's size {world}, "
+                         f"got {value}")
+    if value == 1:
+        import warnings
+        warnings.warn("[fully_shard] reshard_after_forward=1 (int) reshards to one rank: the same as False")
+        return False
+    return True if value == world else value
 
 
 class _Group:
@@ -104,7 +135,11 @@ class _Group:
             raise TypeError(f"[fully_shard] the parameters of one call must share a dtype, got {sorted(map(str, dtypes))}")
         self.dtype = dtypes.pop() if dtypes else fl.float32
         self.compute_dtype = mp.param_dtype or self.dtype
-        self.reshard_after_forward = reshard_after_forward
+        self.reshard_after_forward = _reshard_setting(reshard_after_forward, self.world)
+        self.post_forward = None  # (communicator, this rank's 1/k of the gathered buffer) after an int reshard
+        self.post_comm = None
+        if self.reshard_after_forward not in (None, True, False):
+            self.post_comm = _post_forward_comm(self.comm, self.reshard_after_forward)
         self.reshard_after_backward = True
         self.requires_grad_sync = True
         self.forward_prefetch = self.backward_prefetch = None  # explicit lists of groups
@@ -139,21 +174,30 @@ class _Group:
         self.backward_seen = False
 
     # ---- unshard / reshard --------------------------------------------------------------
-    def start_gather(self):
+    def start_gather(self, backward=False):
+        """An async all-gather of the whole parameters: in backward from the slices an int
+        reshard_after_forward kept (over k ranks), otherwise from the shards."""
         if self.state == "unsharded" or self.gather is not None:
             return
+        if not backward:
+            self.post_forward = None
         with fl.no_grad():
+            out = fl.empty(self.world * self.total, dtype=self.compute_dtype)
+            if self.post_forward is not None:  # from the k ranks' slices kept after forward
+                comm, inp = self.post_forward
+                self.post_forward = None
+                self.gather = (comm.all_gather_single(out, inp, async_op=True), out, inp)
+                return
             inp = fl.zeros(self.total, dtype=self.compute_dtype)
             for i in self.infos:
                 if i.rows:
                     inp[i.offset:i.offset + i.rows * i.row].copy_(i.sharded.detach().reshape(-1))
-            out = fl.empty(self.world * self.total, dtype=self.compute_dtype)
             self.gather = (self.comm.all_gather_single(out, inp, async_op=True), out, inp)
 
-    def unshard(self):
+    def unshard(self, backward=False):
         if self.state == "unsharded":
             return
-        self.start_gather()
+        self.start_gather(backward)
         work, out, _ = self.gather
         work.wait()
         self.gather = None
@@ -172,10 +216,30 @@ class _Group:
     def reshard(self):
         if self.state == "sharded":
             return
+        self.post_forward = None
         for i in self.infos:
             i.module._parameters[i.name] = i.sharded
             _d._fsdp_release_memory(i.unsharded)
         self.state = "sharded"
+
+    def reshard_to(self, k):
+        """Reshards keeping 1/k of the gathered buffer: the parts of ranks [j N/k, (j+1) N/k)
+        for this rank's place j among its k consecutive ranks, whose all-gather rebuilds it."""
+        if self.state == "sharded":
+            return
+        per = self.world // k
+        first = (self.rank % k) * per
+        with fl.no_grad():
+            piece = fl.zeros(per * self.total, dtype=self.compute_dtype)
+            for i in self.infos:
+                flat = i.unsharded.detach().reshape(-1)
+                for r in range(first, first + per):
+                    n = i.rows_of(r) * i.row
+                    if n:
+                        at = (r - first) * self.total + i.offset
+                        piece[at:at + n].copy_(flat[r * i.chunk * i.row:r * i.chunk * i.row + n])
+        self.reshard()
+        self.post_forward = (self.post_comm, piece)
 
     def full_tensor(self, index):
         i = self.infos[index]
@@ -207,11 +271,13 @@ class _Group:
             kwargs = {k: cast(v) for k, v in kwargs.items()}
         return args, kwargs
 
-    def post_forward(self, module, args, output):
+    def post_forward_hook(self, module, args, output):
         if self.is_root:
             _running_root[0] = None
-        if self.reshard_after_forward:
-            self.reshard()
+        if self.reshard_after_forward is True or (self.reshard_after_forward and not _C.is_grad_enabled()):
+            self.reshard()  # (no backward will gather it again: nothing kept)
+        elif self.reshard_after_forward:
+            self.reshard_to(self.reshard_after_forward)
         if self.mp.output_dtype is not None:
             output = _map_tensors(output, _caster(self.mp.output_dtype))
         if _C.is_grad_enabled():
@@ -234,9 +300,9 @@ class _Group:
         if not self.backward_seen:
             self.backward_seen = True
             self._queue_end()
-            self.unshard()
+            self.unshard(backward=True)
             for g in self._next(self.backward_prefetch, -1):
-                g.start_gather()
+                g.start_gather(backward=True)
         return None
 
     def _queue_end(self):
@@ -399,8 +465,9 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         raise ValueError(f"[fully_shard] fully_shard was already applied to this {type(module).__name__}")
     if shard_placement_fn is not None or offload_policy is not None:
         raise NotImplementedError("[fully_shard] shard_placement_fn and offload_policy are not supported")
-    if reshard_after_forward is not None and not isinstance(reshard_after_forward, bool):
-        raise NotImplementedError("[fully_shard] reshard_after_forward as an int (a smaller group) is not supported")
+    if reshard_after_forward is not None and not isinstance(reshard_after_forward, int):
+        raise TypeError(f"[fully_shard] reshard_after_forward must be a bool or an int, got "
+                        f"{type(reshard_after_forward).__name__}")
     if mesh is not None and mesh.ndim != 1:
         raise NotImplementedError(f"[fully_shard] needs a 1-D mesh (HSDP is not supported), got {mesh.ndim}-D")
     pg = mesh.get_group() if mesh is not None else dist._world()
@@ -420,5 +487,5 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     module.__class__ = _fsdp_classes[cls]
     object.__setattr__(module, "_fsdp_group", group)
     module.register_forward_pre_hook(group.pre_forward, with_kwargs=True)
-    module.register_forward_hook(group.post_forward, always_call=True)  # also after an exception
+    module.register_forward_hook(group.post_forward_hook, always_call=True)  # also after an exception
     return module
