@@ -39,7 +39,9 @@ def flambeau_run(cfg, steps, ranks, threads, batch, mode="ddp"):
         args += [f"--{k}", str(batch if k == "batch_size" else cfg[k])]
     if ranks > 1:
         args = [sys.executable, "-m", "flambeau.distributed.run", "--nproc-per-node", str(ranks), *args,
-                "--parallel", mode]
+                "--parallel", "fsdp" if mode.startswith("fsdp") else mode]
+        if mode == "fsdp_rs":
+            args += ["--fsdp_reduce_scatter", "separate"]
     return step_seconds(args, threads)
 
 
@@ -82,11 +84,13 @@ def worker(cfg, steps, threads, batch, mode):
             return self.gpt.loss(x, y, d, cfg["z_loss"])
 
     net = Loss()
-    if ranks > 1 and mode == "fsdp":
+    if ranks > 1 and mode.startswith("fsdp"):
         from torch.distributed.fsdp import fully_shard
         for b in model.blocks:
             fully_shard(b)
         fully_shard(net)
+        if mode == "fsdp_rs":
+            net.set_separate_reduce_scatter_group(True)
     elif ranks > 1:
         net = torch.nn.parallel.DistributedDataParallel(net)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
@@ -214,7 +218,8 @@ def fsdp_table(steps):
 def table(name, cfg, steps):
     b = cfg["batch_size"]
     cases = [("1 process x 1 thread", 1, 1, b, "ddp"), ("1 process x 2 threads", 1, 2, 2 * b, "ddp"),
-             ("2 ranks x 1 thread (DDP)", 2, 1, 2 * b, "ddp"), ("2 ranks x 1 thread (FSDP2)", 2, 1, 2 * b, "fsdp")]
+             ("2 ranks x 1 thread (DDP)", 2, 1, 2 * b, "ddp"), ("2 ranks x 1 thread (FSDP2)", 2, 1, 2 * b, "fsdp"),
+             ("2 ranks x 1 thread (FSDP2, separate reduce-scatter group)", 2, 1, 2 * b, "fsdp_rs")]
     print(f"\n{name}: {json.dumps({k: cfg[k] for k in KEYS})}, {steps} steps, medians\n")
     print("| case | global batch | flambeau tok/s | torch tok/s | torch / flambeau (time) |")
     print("|---|---|---|---|---|")
@@ -230,6 +235,9 @@ def table(name, cfg, steps):
     for label in ("1 process x 2 threads", "2 ranks x 1 thread (DDP)", "2 ranks x 1 thread (FSDP2)"):
         f, t = rates[label]
         print(f"- {label}: scaling over 1 x 1 thread: flambeau {f / one[0]:.2f}x, torch {t / one[1]:.2f}x")
+    f, t = rates["2 ranks x 1 thread (FSDP2, separate reduce-scatter group)"]
+    f0, t0 = rates["2 ranks x 1 thread (FSDP2)"]
+    print(f"- separate reduce-scatter group: flambeau {100 * (f / f0 - 1):+.1f}%, torch {100 * (t / t0 - 1):+.1f}% tokens/s")
 
 
 def main():

@@ -50,6 +50,8 @@ const std::vector<Setting>& settings() {
       {"checkpoint_every", &Config::checkpoint_every, false, "steps between checkpoints"},
       {"threads", &Config::threads, false, "threads (0: all cores)"},
       {"parallel", &Config::parallel, false, "none, ddp or fsdp: data-parallel under flambeau-run (global batch_size)"},
+      {"fsdp_reduce_scatter", &Config::fsdp_reduce_scatter, false,
+       "shared or separate: fsdp's reduce-scatters on the all-gathers' communicator or their own"},
       {"data_dir", &Config::data_dir, false, "directory of fortune files"},
       {"out_dir", &Config::out_dir, false, "where ckpt.safetensors, log.jsonl and loss.svg go"},
       // sampling
@@ -135,9 +137,9 @@ void read_config_file(Config& c, const std::string& path) {
 std::string to_text(const Config& c) {
   std::ostringstream out;
   for (const Setting& s : settings()) {
-    // prompt: free text (may hold '#'); stop_at, parallel: for this run only
+    // prompt: free text (may hold '#'); stop_at, parallel, fsdp_reduce_scatter: for this run only
     const std::string name = s.name;
-    if (name == "prompt" || name == "stop_at" || name == "parallel") continue;
+    if (name == "prompt" || name == "stop_at" || name == "parallel" || name == "fsdp_reduce_scatter") continue;
     out << s.name << " = " << get_option(c, s.name) << "\n";
   }
   return out.str();
@@ -184,6 +186,8 @@ void Config::validate() const {
   need(threads >= 0, "threads must be >= 0");
   need(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16");
   need(parallel == "none" || parallel == "ddp" || parallel == "fsdp", "parallel must be none, ddp or fsdp");
+  need(fsdp_reduce_scatter == "shared" || fsdp_reduce_scatter == "separate",
+       "fsdp_reduce_scatter must be shared or separate");
   need(temperature >= 0 && top_p > 0 && top_p <= 1 && top_k >= 0, "temperature >= 0, top_p in (0, 1], top_k >= 0");
   need(num_samples >= 0 && max_new_tokens >= 0, "num_samples and max_new_tokens must be >= 0");
 }

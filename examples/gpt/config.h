@@ -27,6 +27,9 @@ struct Config {
   // (batch_size is the global batch, split over the ranks; fsdp also shards the parameters
   // and the optimizer state); not stored, so a run resumes on any world size and mode.
   std::string parallel = "none";
+  // fsdp: "shared" or "separate": reduce-scatters on their own communicator, beside the
+  // all-gathers (FSDP2's set_separate_reduce_scatter_group); not stored.
+  std::string fsdp_reduce_scatter = "shared";
   std::string data_dir = "/usr/share/games/fortunes";
   std::string out_dir = "out/gpt";
   // sampling

@@ -22,7 +22,7 @@ DataParallel::DataParallel(const Config& c, Gpt& model) : model_(model) {
                                 " does not divide by the world size " + std::to_string(world_));
   if (c.parallel == "fsdp") {
     std::vector<std::shared_ptr<nn::Module>> blocks(model.blocks.begin(), model.blocks.end());
-    fsdp_ = std::make_unique<dist::FullyShardedModel>(model, blocks, comm_);
+    fsdp_ = std::make_unique<dist::FullyShardedModel>(model, blocks, comm_, c.fsdp_reduce_scatter == "separate");
     return;
   }
   dist::broadcast_tensors(*comm_, model.parameters(), 0);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "distributed/ranks.h"
+#include "test_util.h"
 #include "flambeau/distributed/fsdp.h"
 #include "flambeau/distributed/fully_shard.h"
 #include "flambeau/flambeau.h"
@@ -135,4 +136,26 @@ TEST(FullyShardedModel, AForwardAfterTheGroupIsGoneRaises) {
   });
   // The parameters have no memory left: the modules' hooks raise instead of reading them.
   EXPECT_THROW((void)net->forward(batch_x()), Error);
+}
+
+// Reduce-scatters on their own communicator change no bit.
+TEST(FullyShardedModel, SeparateReduceScatterCommunicatorChangesNoBit) {
+  run_ranks(2, [&](std::shared_ptr<Communicator> comm) {
+    std::vector<std::vector<Tensor>> results;
+    for (bool separate : {false, true}) {
+      auto net = std::make_shared<Net>();
+      FullyShardedModel fsdp(*net, net->blocks, comm, separate);
+      optim::AdamW opt(fsdp.parameters(), adam());
+      for (int step = 0; step < 3; ++step) {
+        opt.zero_grad();
+        const int64_t rows = kRows / 2;
+        const Tensor x = batch_x().narrow(0, comm->rank() * rows, rows), y = batch_y().narrow(0, comm->rank() * rows, rows);
+        nn::functional::mse_loss(net->forward(x), y).backward();
+        opt.step();
+      }
+      results.push_back(fsdp.parameters());
+    }
+    for (size_t i = 0; i < results[0].size(); ++i)
+      EXPECT_TRUE(flambeau::testing::bitwise_equal(results[0][i], results[1][i])) << "parameter " << i;
+  });
 }

@@ -37,8 +37,9 @@ Cut cut_of(const Tensor& p, int world, int64_t offset) {
 // The parameters of one block (or the root's rest): one all-gather, one reduce-scatter.
 class FSDPGroup : public std::enable_shared_from_this<FSDPGroup> {
  public:
-  FSDPGroup(std::vector<Tensor> params, std::shared_ptr<Communicator> comm, bool reshard_after_forward)
-      : comm_(std::move(comm)), rank_(comm_->rank()), world_(comm_->size()),
+  FSDPGroup(std::vector<Tensor> params, std::shared_ptr<Communicator> comm, std::shared_ptr<Communicator> rs_comm,
+            bool reshard_after_forward)
+      : comm_(std::move(comm)), rs_comm_(std::move(rs_comm)), rank_(comm_->rank()), world_(comm_->size()),
         reshard_after_forward_(reshard_after_forward), unsharded_(std::move(params)) {
     autograd::NoGradGuard no_grad;
     for (const Tensor& p : unsharded_) {
@@ -171,7 +172,7 @@ class FSDPGroup : public std::enable_shared_from_this<FSDPGroup> {
     }
     in.div_(double(world_));
     Tensor out = empty({total_}, dt);
-    reduce_ = Pending{comm_->reduce_scatter_single(out, in, ReduceOp(RedOpType::SUM), true), out, in};
+    reduce_ = Pending{rs_comm_->reduce_scatter_single(out, in, ReduceOp(RedOpType::SUM), true), out, in};
   }
 
   void end_of_backward() {
@@ -193,7 +194,7 @@ class FSDPGroup : public std::enable_shared_from_this<FSDPGroup> {
     reshard();
   }
 
-  std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<Communicator> comm_, rs_comm_;  // all-gathers, reduce-scatters (maybe the same)
   const int rank_, world_;
   const bool reshard_after_forward_;
   std::vector<Tensor> unsharded_, shards_;
@@ -216,17 +217,20 @@ void owners(const std::shared_ptr<nn::Module>& m, std::vector<std::shared_ptr<nn
 }  // namespace
 
 FullyShardedModel::FullyShardedModel(nn::Module& root, const std::vector<std::shared_ptr<nn::Module>>& blocks,
-                                      std::shared_ptr<Communicator> comm)
+                                      std::shared_ptr<Communicator> comm, bool separate_reduce_scatter)
     : comm_(std::move(comm)) {
+  std::vector<int> all(comm_->size());
+  for (int r = 0; r < comm_->size(); ++r) all[r] = r;
+  const auto rs_comm = separate_reduce_scatter ? comm_->split(all, comm_->name() + ".reduce_scatter") : comm_;
   std::unordered_set<const TensorImpl*> in_blocks;
   for (const auto& b : blocks) {
-    groups_.push_back(std::make_shared<FSDPGroup>(b->parameters(), comm_, true));
+    groups_.push_back(std::make_shared<FSDPGroup>(b->parameters(), comm_, rs_comm, true));
     for (const Tensor& p : b->parameters()) in_blocks.insert(p.impl());
   }
   std::vector<Tensor> rest;
   for (const Tensor& p : root.parameters())
     if (!in_blocks.count(p.impl())) rest.push_back(p);
-  auto root_group = std::make_shared<FSDPGroup>(rest, comm_, false);
+  auto root_group = std::make_shared<FSDPGroup>(rest, comm_, rs_comm, false);
   for (size_t i = 0; i < blocks.size(); ++i)
     groups_[i]->set_neighbours(i + 1 < blocks.size() ? groups_[i + 1].get() : nullptr,
                                i ? groups_[i - 1].get() : nullptr);

@@ -31,9 +31,11 @@ class FSDPGroup;
 class FullyShardedModel {
  public:
   // blocks: submodules of root in forward order. The parameters are copied into the shards
-  // from their current values (every rank must hold the same ones).
+  // from their current values (every rank must hold the same ones). With
+  // separate_reduce_scatter, reduce-scatters run on their own communicator (a split of
+  // comm), beside the all-gathers (FSDP2's set_separate_reduce_scatter_group).
   FullyShardedModel(nn::Module& root, const std::vector<std::shared_ptr<nn::Module>>& blocks,
-                    std::shared_ptr<Communicator> comm);
+                    std::shared_ptr<Communicator> comm, bool separate_reduce_scatter = false);
   // The modules' parameters stay without memory (read them through full() first); a
   // forward of a module that was sharded then raises (its hooks stay to say so).
   ~FullyShardedModel();
