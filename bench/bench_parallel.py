@@ -52,12 +52,17 @@ def torch_run(cfg, steps, ranks, threads, batch, mode="ddp"):
     return step_seconds([sys.executable, *args], threads)
 
 
-def step_seconds(cmd, threads):
-    """Runs cmd; the step_ms of the JSON line it prints, in seconds."""
+def step_seconds(cmd, threads, tries=2):
+    """Runs cmd; the step_ms of the JSON line it prints, in seconds. A failed run is tried
+    once more (torch's FSDP2 with a separate reduce-scatter group sometimes aborts at exit:
+    "terminate called without an active exception")."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
     if r.returncode != 0 or not lines:
+        if tries > 1:
+            print(f"(a run failed with {r.returncode}; trying it again)", file=sys.stderr)
+            return step_seconds(cmd, threads, tries - 1)
         raise RuntimeError(f"{' '.join(cmd[:6])} ... failed ({r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
     return json.loads(lines[-1])["step_ms"] / 1e3
 
