@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "flambeau/core/allocator.h"
+#include "flambeau/core/op_hook.h"
 
 namespace flambeau {
 
@@ -98,10 +99,12 @@ int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size"
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
 
 
+// Reported to the op hook: a tracer must know the program read a tensor's value.
 Scalar Tensor::item() const {
-  FLB_CHECK(numel() == 1, ValueError, "[item] a Tensor with ", numel(),
-            " elements cannot be converted to Scalar");
-  return visit_dtype(dtype(), [&]<class T>() -> Scalar { return Scalar(*static_cast<const T*>(data_ptr())); });
+  return op_hook::op("item", *this)([&] {
+    FLB_CHECK(numel() == 1, ValueError, "[item] a Tensor with ", numel(), " elements cannot be converted to Scalar");
+    return visit_dtype(dtype(), [&]<class T>() -> Scalar { return Scalar(*static_cast<const T*>(data_ptr())); });
+  });
 }
 
 }  // namespace flambeau

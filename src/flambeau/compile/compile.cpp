@@ -1,0 +1,221 @@
+// See compile.h.
+#include "flambeau/compile/compile.h"
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "flambeau/autograd/node.h"
+#include "flambeau/core/error.h"
+#include "flambeau/ops/registry.h"
+
+namespace flambeau::compiler {
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, Backend> backends{{"eager", [](const Graph& g, const std::vector<Tensor>&) {
+                                             return run_eagerly(g);
+                                           }}};
+  std::string default_backend = "eager";
+  std::function<void(const std::string&)> warn = [](const std::string& m) {
+    std::fprintf(stderr, "flambeau.compile: %s\n", m.c_str());
+  };
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: compiled functions may run at exit
+  return *r;
+}
+
+void warn(const std::string& message) {
+  std::function<void(const std::string&)> handler;
+  {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    handler = registry().warn;
+  }
+  handler(message);
+}
+
+}  // namespace
+
+void register_backend(const std::string& name, Backend backend) {
+  FLB_CHECK(!name.empty() && backend, ValueError, "[register_backend] needs a name and a backend function");
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().backends[name] = std::move(backend);
+}
+
+std::vector<std::string> list_backends() {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  std::vector<std::string> names;
+  for (const auto& [name, b] : registry().backends) names.push_back(name);
+  return names;
+}
+
+const Backend& lookup_backend(const std::string& name) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  auto it = registry().backends.find(name);
+  if (it == registry().backends.end()) {
+    std::string known;
+    for (const auto& [n, b] : registry().backends) known += (known.empty() ? "" : ", ") + n;
+    throw ValueError("[compile] no backend named '" + name + "' (registered: " + known + ")");
+  }
+  return it->second;  // map nodes do not move
+}
+
+void set_default_backend(const std::string& name) {
+  (void)lookup_backend(name);
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().default_backend = name;
+}
+
+std::string get_default_backend() {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  return registry().default_backend;
+}
+
+void set_warning_handler(std::function<void(const std::string&)> handler) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().warn = handler ? std::move(handler) : [](const std::string& m) {
+    std::fprintf(stderr, "flambeau.compile: %s\n", m.c_str());
+  };
+}
+
+// ---- the "eager" backend ------------------------------------------------------------------
+
+std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs) {
+  FLB_CHECK(inputs.size() == g.inputs.size(), ValueError, "[compile] the graph takes ", g.inputs.size(),
+            " inputs, got ", inputs.size());
+  std::vector<Tensor> env(g.values.size());
+  for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs[i]] = inputs[i];
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].kind == Graph::Kind::Constant) env[v] = g.constants[g.values[v].index];
+  for (const Graph::Node& n : g.nodes) {
+    std::vector<Value> args;
+    for (const Graph::Arg& a : n.args) {
+      if (a.kind == Graph::Arg::Kind::Value) args.emplace_back(env[a.value]);
+      else if (a.kind == Graph::Arg::Kind::Constant) args.push_back(a.constant);
+      else {
+        std::vector<Tensor> list;
+        for (int v : a.values) list.push_back(env[v]);
+        args.emplace_back(std::move(list));
+      }
+    }
+    const std::vector<Value> results = call_op(n.op, std::move(args));
+    size_t out = 0;
+    for (const Value& r : results) {
+      if (auto* t = std::get_if<Tensor>(&r)) {
+        if (out < n.outputs.size()) env[n.outputs[out++]] = *t;
+      } else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) {
+        for (const Tensor& t : *l)
+          if (out < n.outputs.size()) env[n.outputs[out++]] = t;
+      }
+    }
+    FLB_CHECK(out == n.outputs.size(), Error, "[compile] replaying ", n.op, " gave ", out, " tensors, the trace saw ",
+              n.outputs.size());
+  }
+  std::vector<Tensor> outs;
+  for (int v : g.outputs) outs.push_back(env[v]);
+  return outs;
+}
+
+CompiledFn run_eagerly(const Graph& g) {
+  return [g](const std::vector<Tensor>& inputs) { return interpret(g, inputs); };
+}
+
+// ---- Compiled ------------------------------------------------------------------------------
+
+// One trace: the guards it holds under, and what runs it (none: run the function eagerly).
+struct Compiled::Entry {
+  std::vector<TensorMeta> inputs, constants;
+  bool grad_mode = true;
+  std::optional<Graph> graph;
+  CompiledFn run;
+
+  bool holds(const std::vector<Tensor>& in) const {
+    if (in.size() != inputs.size() || autograd::grad_mode_enabled() != grad_mode) return false;
+    for (size_t i = 0; i < in.size(); ++i)
+      if (!in[i].defined() || !(TensorMeta::of(in[i]) == inputs[i])) return false;
+    if (graph)
+      for (size_t i = 0; i < constants.size(); ++i) {
+        const TensorMeta now = TensorMeta::of(graph->constants[i]);
+        if (now.dtype != constants[i].dtype || now.sizes != constants[i].sizes) return false;
+      }
+    return true;
+  }
+};
+
+struct Compiled::State {
+  TensorFn fn;
+  CompileOptions options;
+  std::mutex mutex;
+  std::vector<Entry> entries;
+  bool warned_limit = false, warned_break = false;
+};
+
+Compiled::Compiled(TensorFn fn, CompileOptions options) : state_(std::make_shared<State>()) {
+  FLB_CHECK(fn, ValueError, "[compile] no function given");
+  FLB_CHECK(options.cache_size_limit >= 0, ValueError, "[compile] cache_size_limit must be >= 0");
+  if (!options.backend.empty()) (void)lookup_backend(options.backend);  // unknown names fail here
+  state_->fn = std::move(fn);
+  state_->options = std::move(options);
+}
+
+std::vector<Tensor> Compiled::operator()(const std::vector<Tensor>& inputs) {
+  State& s = *state_;
+  CompiledFn run;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (const Entry& e : s.entries)
+      if (e.holds(inputs)) {
+        run = e.run;
+        break;
+      }
+  }
+  if (run) return run(inputs);
+  if (!run && s.entries.size() >= size_t(s.options.cache_size_limit)) {
+    if (!s.warned_limit) warn("cache_size_limit (" + std::to_string(s.options.cache_size_limit) +
+                              ") reached: calls that no trace holds for run eagerly");
+    s.warned_limit = true;
+    return s.fn(inputs);
+  }
+  Trace t = trace(s.fn, inputs);
+  Entry e;
+  for (const Tensor& x : inputs) e.inputs.push_back(TensorMeta::of(x));
+  e.grad_mode = autograd::grad_mode_enabled();
+  if (!t.whole()) {
+    FLB_CHECK(!s.options.fullgraph, Error, "[compile] fullgraph=True, but the trace breaks at '", t.break_op, "': ",
+              t.break_reason);
+    if (!s.warned_break) warn("the trace breaks at '" + t.break_op + "' (" + t.break_reason + "): running eagerly");
+    s.warned_break = true;
+    e.run = s.fn;
+  } else {
+    eliminate_common_subexpressions(t.graph);
+    eliminate_dead_code(t.graph);
+    for (const Tensor& c : t.graph.constants) e.constants.push_back(TensorMeta::of(c));
+    const std::string name = s.options.backend.empty() ? get_default_backend() : s.options.backend;
+    e.run = lookup_backend(name)(t.graph, inputs);
+    FLB_CHECK(e.run, Error, "[compile] backend '", name, "' returned no function");
+    e.graph = std::move(t.graph);
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.entries.push_back(std::move(e));
+  return t.outputs;
+}
+
+size_t Compiled::traces() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->entries.size();
+}
+
+const Graph& Compiled::graph(size_t i) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  FLB_CHECK(i < state_->entries.size() && state_->entries[i].graph, ValueError, "[compile] no graph ", i);
+  return *state_->entries[i].graph;
+}
+
+Compiled compile(TensorFn fn, CompileOptions options) { return Compiled(std::move(fn), std::move(options)); }
+
+}  // namespace flambeau::compiler

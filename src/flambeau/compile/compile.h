@@ -1,0 +1,70 @@
+// flambeau::compile (torch.compile's role): a function of tensors, traced on its first call
+// (trace.h), guarded, optimised (graph.h's passes) and handed to a backend, which returns
+// what runs it from then on.
+//
+// Guards: a trace holds for a call whose inputs have the trace's dtypes, shapes, strides and
+// requires_grad, under the same grad mode, while the constants it captured keep their dtypes
+// and shapes. A call no trace holds for traces again, up to cache_size_limit traces (8, as
+// torch); after that the function runs eagerly (one warning). A trace that breaks (trace.h)
+// raises with fullgraph, naming the op; otherwise the function runs eagerly for calls of
+// that kind (one warning). The traced call's results are the eager run's.
+//
+// Backends (the registry of torch._dynamo / torch.compiler): a backend receives the graph
+// and the example inputs and returns the callable that runs the graph. Built in: "eager"
+// (the graph's ops one by one, through the op registry; differentiable as eager is).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "flambeau/compile/graph.h"
+#include "flambeau/compile/trace.h"
+
+namespace flambeau::compiler {
+
+using CompiledFn = TensorFn;
+using Backend = std::function<CompiledFn(const Graph&, const std::vector<Tensor>& example_inputs)>;
+
+// Adds (or replaces) a backend; ValueError for an empty name or no function.
+void register_backend(const std::string& name, Backend backend);
+// The registered names, sorted.
+std::vector<std::string> list_backends();
+// The backend compile uses when none is named ("eager" until set); ValueError for a name
+// that is not registered.
+void set_default_backend(const std::string& name);
+std::string get_default_backend();
+// The backend called `name`; ValueError listing the registered ones when none is.
+const Backend& lookup_backend(const std::string& name);
+
+// "eager": runs the graph's ops one by one through the op registry.
+CompiledFn run_eagerly(const Graph& g);
+// Runs the graph on inputs (what "eager" returns does).
+std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs);
+
+// Where warnings go (stderr by default; Python sends them to warnings.warn).
+void set_warning_handler(std::function<void(const std::string&)> handler);
+
+struct CompileOptions {
+  std::string backend;       // empty: the default backend at the first call
+  bool fullgraph = false;    // a trace that breaks raises instead of running eagerly
+  int cache_size_limit = 8;  // traces per function
+};
+
+class Compiled {
+ public:
+  Compiled(TensorFn fn, CompileOptions options);
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  // The traces so far (their graphs after the passes); eager entries have no graph.
+  size_t traces() const;
+  const Graph& graph(size_t i) const;
+
+ private:
+  struct Entry;
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+Compiled compile(TensorFn fn, CompileOptions options = {});
+
+}  // namespace flambeau::compiler

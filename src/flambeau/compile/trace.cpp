@@ -1,0 +1,127 @@
+// See trace.h.
+#include "flambeau/compile/trace.h"
+
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "flambeau/core/error.h"
+#include "flambeau/ops/registry.h"
+
+namespace flambeau::compiler {
+
+namespace {
+
+// Ops whose output shape depends on the values of their inputs.
+const std::set<std::string, std::less<>> kValueShaped{"nonzero", "unique", "unique_consecutive", "masked_select",
+                                                      "argwhere", "bincount", "repeat_interleave"};
+
+// Why the graph cannot hold this call ("" when it can).
+std::string unrecordable(const op_hook::OpCall& c) {
+  if (c.name == "item") return "it reads a tensor's value (item())";
+  if (c.name == "backward") return "backward runs inside the function";
+  if (kValueShaped.count(c.name)) return "its output's shape depends on the input's values";
+  const RegisteredOp* op = find_op(c.name);
+  if (!op) return "it is not in the op registry (no boxed kernel to replay it)";
+  for (const SchemaArg& r : op->schema.returns)
+    if (r.kind != ArgKind::Tensor) return "it returns a value the graph cannot know in advance";
+  for (const op_hook::Value& v : c.args)
+    if (auto* o = std::get_if<op_hook::Opaque>(&v)) return "an argument is a " + o->kind;
+  return "";
+}
+
+struct Recorder {
+  Trace* trace;
+  std::thread::id thread = std::this_thread::get_id();
+  std::unordered_map<const TensorImpl*, int> value_of;  // the current value of each tensor
+  std::vector<Tensor> keep;  // every tensor seen, alive until the end (so no address is reused)
+  std::set<const void*> made;  // the storages of the inputs and of the nodes' outputs
+
+  void remember(const Tensor& t) {
+    keep.push_back(t);
+    made.insert(t.storage().get());
+  }
+
+  // The value of an op's tensor argument; a tensor the trace has not seen is a constant,
+  // unless it shares memory with an input or a result: then some op the op hook does not
+  // report made it from them, and the trace cannot replay it (-1).
+  int value(const Tensor& t) {
+    auto it = value_of.find(t.impl());
+    if (it != value_of.end()) return it->second;
+    if (made.count(t.storage().get())) return -1;
+    keep.push_back(t);
+    return value_of[t.impl()] = trace->graph.add_constant(t);
+  }
+
+  void end(const op_hook::OpCall& c, std::string why) {
+    trace->break_op = std::string(c.name);
+    trace->break_reason = std::move(why);
+  }
+
+  void on_call(const op_hook::OpCall& c) {
+    if (std::this_thread::get_id() != thread || !trace->whole()) return;
+    if (std::string why = unrecordable(c); !why.empty()) return end(c, why);
+    std::vector<Graph::Arg> args;
+    for (const op_hook::Value& v : c.args) {
+      Graph::Arg a;
+      if (auto* t = std::get_if<Tensor>(&v); t && t->defined() && t->impl()->wrapped_number) {
+        a.constant = t->item();  // a number the op took as a tensor (x * 2.0): the number
+      } else if (auto* t = std::get_if<Tensor>(&v); t && t->defined()) {
+        a.kind = Graph::Arg::Kind::Value;
+        a.value = value(*t);
+        if (a.value < 0) return end(c, "an argument is a view made by an op the trace does not see");
+      } else if (auto* l = std::get_if<std::vector<Tensor>>(&v)) {
+        a.kind = Graph::Arg::Kind::ValueList;
+        for (const Tensor& x : *l) a.values.push_back(value(x));
+        for (int x : a.values)
+          if (x < 0) return end(c, "an argument is a view made by an op the trace does not see");
+      } else if (std::holds_alternative<std::vector<std::optional<Tensor>>>(v)) {
+        return end(c, "an argument is a list of optional tensors");
+      } else {
+        a.constant = std::holds_alternative<Tensor>(v) ? op_hook::Value() : v;  // an undefined tensor: None
+      }
+      args.push_back(std::move(a));
+    }
+    std::vector<TensorMeta> metas;
+    for (const Tensor& t : c.outputs) metas.push_back(TensorMeta::of(t));
+    const int node = trace->graph.add_node(std::string(c.name), std::move(args), metas);
+    for (size_t i = 0; i < c.outputs.size(); ++i) {
+      remember(c.outputs[i]);
+      value_of[c.outputs[i].impl()] = trace->graph.nodes[node].outputs[i];  // in-place ops: the new value
+    }
+  }
+};
+
+}  // namespace
+
+Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
+  Trace t;
+  Recorder rec{&t};
+  for (const Tensor& x : inputs) {
+    FLB_CHECK(x.defined(), ValueError, "[compile] an input is an undefined tensor");
+    FLB_CHECK(!rec.value_of.count(x.impl()), ValueError, "[compile] the same tensor is passed as two inputs");
+    rec.remember(x);
+    rec.value_of[x.impl()] = t.graph.add_input(x);
+  }
+  const int id = op_hook::add_listener([&rec](const op_hook::OpCall& c) { rec.on_call(c); });
+  try {
+    t.outputs = fn(inputs);
+  } catch (...) {
+    op_hook::remove_listener(id);
+    throw;
+  }
+  op_hook::remove_listener(id);
+  if (!t.whole()) return t;
+  for (const Tensor& out : t.outputs) {
+    auto it = out.defined() ? rec.value_of.find(out.impl()) : rec.value_of.end();
+    if (it == rec.value_of.end()) {
+      t.break_op = "return";
+      t.break_reason = "an output was not made by a traced op, an input or a constant";
+      return t;
+    }
+    t.graph.outputs.push_back(it->second);
+  }
+  return t;
+}
+
+}  // namespace flambeau::compiler

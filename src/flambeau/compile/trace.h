@@ -1,0 +1,32 @@
+// Tracing: runs a function once on real inputs and records, through the op hook, the
+// user-level ops it calls on this thread as a Graph (control flow is specialised to this
+// run, as in MLX's compile and jax.jit). The run itself is the eager one: its results are
+// returned too.
+//
+// The trace ends (broken, with the op named) at a call whose result the graph cannot know
+// in advance or cannot replay: a read of a value (item(), ops returning a bool or a number),
+// an op whose output shape depends on values (nonzero, unique, masked_select, ...), an op
+// outside the op registry (no boxed kernel) or one with an argument that is not a value
+// (a callable, a generator), and backward (compiled training is the AOT pass's job).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flambeau/compile/graph.h"
+
+namespace flambeau::compiler {
+
+using TensorFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+struct Trace {
+  Graph graph;
+  std::vector<Tensor> outputs;  // what the function returned (the eager run)
+  std::string break_op;         // the op that ended the trace; empty when it is whole
+  std::string break_reason;
+  bool whole() const { return break_op.empty(); }
+};
+
+Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs);
+
+}  // namespace flambeau::compiler
