@@ -12,6 +12,8 @@ from . import amp, cpu  # noqa: F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled, set_autocast_dtype, set_autocast_enabled  # noqa: F401
 from ._C import clear_autocast_cache, is_autocast_cache_enabled, set_autocast_cache_enabled  # noqa: F401
 from .serialization import load, save  # noqa: F401
+from . import compiler  # noqa: F401
+from .compiler import compile  # noqa: F401,A004
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
 
 for _name in ["tensor", "zeros", "ones", "empty", "full", "rand", "randn", "arange", "linspace", "eye",

@@ -53,6 +53,7 @@ void bind_cpp_layers(nb::module_& nm);
 void bind_io(nb::module_& m);
 void bind_flex(nb::module_& m);
 void bind_distributed(nb::module_& m);
+void bind_compile(nb::module_& m);
 // DistributedDataParallel's Reducer, in flambeau._C._distributed (ddp.cpp).
 void bind_ddp(nb::module_& d);
 

@@ -117,4 +117,5 @@ NB_MODULE(_C, m) {
   bind_io(m);
   bind_flex(m);
   bind_distributed(m);
+  bind_compile(m);
 }

@@ -101,6 +101,26 @@ TEST(Compile, ABreakRaisesUnderFullgraphAndRunsEagerlyOtherwise) {
   EXPECT_THROW((void)nz({seeded({4}, 1)}), Error);
 }
 
+TEST(Compile, BreakTraceAndIsTracing) {
+  bool seen_tracing = false;
+  auto fn = [&](const std::vector<Tensor>& in) {
+    seen_tracing = is_tracing();
+    Tensor y = sin(in[0]);
+    break_trace("my_disabled_fn", "compiler.disable");
+    return std::vector<Tensor>{y + 1.0};
+  };
+  EXPECT_FALSE(is_tracing());
+  Compiled f = compile(fn, {"eager", true});
+  try {
+    (void)f({seeded({2}, 1)});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("my_disabled_fn"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(seen_tracing);
+  EXPECT_FALSE(is_tracing());
+}
+
 TEST(Compile, ConstantsAreHeldByReferenceAndInPlaceOpsReplayInOrder) {
   Tensor w = seeded({5}, 7);  // a "parameter" the function reads
   auto fn = [&w](const std::vector<Tensor>& in) {
@@ -139,7 +159,9 @@ TEST(Compile, TheBackendRegistry) {
   });
   const auto names = list_backends();
   EXPECT_NE(std::find(names.begin(), names.end(), "counting"), names.end());
-  EXPECT_NE(std::find(names.begin(), names.end(), "eager"), names.end());
+  EXPECT_EQ(std::find(names.begin(), names.end(), "eager"), names.end());  // tagged "debug"
+  const auto all = list_backends({});
+  EXPECT_NE(std::find(all.begin(), all.end(), "eager"), all.end());
   const std::string before = get_default_backend();
   set_default_backend("counting");
   Compiled f = compile(chain);
@@ -154,4 +176,22 @@ TEST(Compile, TheBackendRegistry) {
   });
   Compiled r = compile(chain, {"raising"});
   EXPECT_THROW((void)r({seeded({2}, 1)}), ValueError);
+}
+
+TEST(Compile, TheSameTensorTwiceIsGuarded) {
+  auto fn = [](const std::vector<Tensor>& in) {
+    Tensor a = in[0];
+    a.add_(1.0);  // seen through in[1] when they are one tensor
+    return std::vector<Tensor>{a * in[1]};
+  };
+  Compiled f = compile(fn, {"eager"});
+  auto run = [&](bool same) {
+    Tensor x = seeded({3}, 1), y = same ? x : seeded({3}, 1);
+    Tensor x2 = seeded({3}, 1), y2 = same ? x2 : seeded({3}, 1);
+    EXPECT_TRUE(bitwise_equal(f({x, y})[0], fn({x2, y2})[0])) << same;
+  };
+  run(true);
+  run(false);
+  run(true);
+  EXPECT_EQ(f.traces(), 2u);
 }

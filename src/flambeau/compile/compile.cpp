@@ -1,6 +1,7 @@
 // See compile.h.
 #include "flambeau/compile/compile.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -19,6 +20,7 @@ struct Registry {
   std::map<std::string, Backend> backends{{"eager", [](const Graph& g, const std::vector<Tensor>&) {
                                              return run_eagerly(g);
                                            }}};
+  std::map<std::string, std::vector<std::string>> tags{{"eager", {"debug"}}};
   std::string default_backend = "eager";
   std::function<void(const std::string&)> warn = [](const std::string& m) {
     std::fprintf(stderr, "flambeau.compile: %s\n", m.c_str());
@@ -41,16 +43,30 @@ void warn(const std::string& message) {
 
 }  // namespace
 
-void register_backend(const std::string& name, Backend backend) {
+void register_backend(const std::string& name, Backend backend, std::vector<std::string> tags) {
   FLB_CHECK(!name.empty() && backend, ValueError, "[register_backend] needs a name and a backend function");
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().backends[name] = std::move(backend);
+  registry().tags[name] = std::move(tags);
 }
 
-std::vector<std::string> list_backends() {
+void unregister_backend(const std::string& name) {
+  if (name == "eager") return;
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  registry().backends.erase(name);
+  registry().tags.erase(name);
+  if (registry().default_backend == name) registry().default_backend = "eager";
+}
+
+std::vector<std::string> list_backends(const std::vector<std::string>& exclude_tags) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   std::vector<std::string> names;
-  for (const auto& [name, b] : registry().backends) names.push_back(name);
+  for (const auto& [name, b] : registry().backends) {
+    bool excluded = false;
+    for (const std::string& t : registry().tags[name])
+      excluded = excluded || std::find(exclude_tags.begin(), exclude_tags.end(), t) != exclude_tags.end();
+    if (!excluded) names.push_back(name);
+  }
   return names;
 }
 
@@ -128,8 +144,25 @@ CompiledFn run_eagerly(const Graph& g) {
 // ---- Compiled ------------------------------------------------------------------------------
 
 // One trace: the guards it holds under, and what runs it (none: run the function eagerly).
+namespace {
+// For each input, the first input that is the same tensor (itself when none is).
+std::vector<int> aliasing(const std::vector<Tensor>& in) {
+  std::vector<int> first(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    first[i] = int(i);
+    for (size_t j = 0; j < i; ++j)
+      if (in[j].impl() == in[i].impl()) {
+        first[i] = int(j);
+        break;
+      }
+  }
+  return first;
+}
+}  // namespace
+
 struct Compiled::Entry {
   std::vector<TensorMeta> inputs, constants;
+  std::vector<int> aliases;
   bool grad_mode = true;
   std::optional<Graph> graph;
   CompiledFn run;
@@ -138,6 +171,7 @@ struct Compiled::Entry {
     if (in.size() != inputs.size() || autograd::grad_mode_enabled() != grad_mode) return false;
     for (size_t i = 0; i < in.size(); ++i)
       if (!in[i].defined() || !(TensorMeta::of(in[i]) == inputs[i])) return false;
+    if (aliasing(in) != aliases) return false;
     if (graph)
       for (size_t i = 0; i < constants.size(); ++i) {
         const TensorMeta now = TensorMeta::of(graph->constants[i]);
@@ -184,6 +218,7 @@ std::vector<Tensor> Compiled::operator()(const std::vector<Tensor>& inputs) {
   Trace t = trace(s.fn, inputs);
   Entry e;
   for (const Tensor& x : inputs) e.inputs.push_back(TensorMeta::of(x));
+  e.aliases = aliasing(inputs);
   e.grad_mode = autograd::grad_mode_enabled();
   if (!t.whole()) {
     FLB_CHECK(!s.options.fullgraph, Error, "[compile] fullgraph=True, but the trace breaks at '", t.break_op, "': ",

@@ -3,7 +3,7 @@
 // what runs it from then on.
 //
 // Guards: a trace holds for a call whose inputs have the trace's dtypes, shapes, strides and
-// requires_grad, under the same grad mode, while the constants it captured keep their dtypes
+// requires_grad, and the same pattern of inputs that are one tensor, under the same grad mode, while the constants it captured keep their dtypes
 // and shapes. A call no trace holds for traces again, up to cache_size_limit traces (8, as
 // torch); after that the function runs eagerly (one warning). A trace that breaks (trace.h)
 // raises with fullgraph, naming the op; otherwise the function runs eagerly for calls of
@@ -26,10 +26,13 @@ namespace flambeau::compiler {
 using CompiledFn = TensorFn;
 using Backend = std::function<CompiledFn(const Graph&, const std::vector<Tensor>& example_inputs)>;
 
-// Adds (or replaces) a backend; ValueError for an empty name or no function.
-void register_backend(const std::string& name, Backend backend);
-// The registered names, sorted.
-std::vector<std::string> list_backends();
+// Adds (or replaces) a backend; ValueError for an empty name or no function. Tags as
+// torch's: "debug" for backends that only check the capture (eager), "experimental".
+void register_backend(const std::string& name, Backend backend, std::vector<std::string> tags = {});
+// Removes a backend (no-op when absent); "eager" stays. If it was the default, "eager" is.
+void unregister_backend(const std::string& name);
+// The registered names without any of exclude_tags, sorted.
+std::vector<std::string> list_backends(const std::vector<std::string>& exclude_tags = {"debug", "experimental"});
 // The backend compile uses when none is named ("eager" until set); ValueError for a name
 // that is not registered.
 void set_default_backend(const std::string& name);
@@ -37,7 +40,7 @@ std::string get_default_backend();
 // The backend called `name`; ValueError listing the registered ones when none is.
 const Backend& lookup_backend(const std::string& name);
 
-// "eager": runs the graph's ops one by one through the op registry.
+// "eager" (tag "debug"): runs the graph's ops one by one through the op registry.
 CompiledFn run_eagerly(const Graph& g);
 // Runs the graph on inputs (what "eager" returns does).
 std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs);

@@ -92,24 +92,39 @@ struct Recorder {
   }
 };
 
+thread_local Recorder* t_recorder = nullptr;  // the trace recording on this thread
+
 }  // namespace
+
+bool is_tracing() { return t_recorder != nullptr; }
+
+void break_trace(const std::string& what, const std::string& why) {
+  if (t_recorder && t_recorder->trace->whole()) {
+    t_recorder->trace->break_op = what;
+    t_recorder->trace->break_reason = why;
+  }
+}
 
 Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
   Trace t;
   Recorder rec{&t};
   for (const Tensor& x : inputs) {
     FLB_CHECK(x.defined(), ValueError, "[compile] an input is an undefined tensor");
-    FLB_CHECK(!rec.value_of.count(x.impl()), ValueError, "[compile] the same tensor is passed as two inputs");
     rec.remember(x);
-    rec.value_of[x.impl()] = t.graph.add_input(x);
+    const int v = t.graph.add_input(x);
+    rec.value_of.emplace(x.impl(), v);  // a tensor passed twice: its first input (compile guards the aliasing)
   }
   const int id = op_hook::add_listener([&rec](const op_hook::OpCall& c) { rec.on_call(c); });
+  Recorder* outer = t_recorder;
+  t_recorder = &rec;
   try {
     t.outputs = fn(inputs);
   } catch (...) {
+    t_recorder = outer;
     op_hook::remove_listener(id);
     throw;
   }
+  t_recorder = outer;
   op_hook::remove_listener(id);
   if (!t.whole()) return t;
   for (const Tensor& out : t.outputs) {

@@ -29,4 +29,10 @@ struct Trace {
 
 Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs);
 
+// Whether a trace is recording on this thread (torch.compiler.is_compiling).
+bool is_tracing();
+// Ends the trace recording on this thread, if any, as broken at `what` (code that must not
+// be captured: torch.compiler.disable).
+void break_trace(const std::string& what, const std::string& why);
+
 }  // namespace flambeau::compiler

@@ -1,0 +1,191 @@
+"""flambeau.compile and flambeau.compiler (issue 20, first part): tracing on the first call of
+each kind, results bitwise equal to eager (the "eager" backend replays the same ops), guards
+(shapes, dtypes, strides, Python numbers, grad mode, a module's parameters and mode),
+cache_size_limit, graph breaks (fullgraph raises naming the op; otherwise eager with one
+warning), the backend registry (names, callables, tags, the default), reset, disable,
+is_compiling, compiled modules and training through a compiled function."""
+import warnings
+
+import pytest
+
+import flambeau as fl
+from flambeau import compiler
+
+
+def seeded(*shape, seed=0):
+    return fl.randn(*shape, generator=fl.Generator().manual_seed(seed))
+
+
+def chain(x, y, scale=2.0):
+    a = fl.sin(x) * scale
+    b = fl.sin(x) * scale  # merged by CSE
+    fl.exp(x)  # dead
+    return fl.tanh(a + b + y) - x
+
+
+def bitwise(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and bool((a == b).all()) or bool(
+        (a.isnan() & b.isnan()).any())
+
+
+def test_results_equal_eager_and_the_graph_is_optimised():
+    f = fl.compile(chain, backend="eager")
+    x, y = seeded(4, 5, seed=1), seeded(4, 5, seed=2)
+    first, second = f(x, y), f(x, y)
+    assert bitwise(first, chain(x, y)) and bitwise(second, chain(x, y))
+    (g,) = f.graphs()
+    assert g.ops == ["sin", "mul", "add", "add", "tanh", "sub"]
+    text = str(g)
+    assert "%2 = sin(%0)" in text and "return (" in text
+    assert g.to_dot().startswith("digraph")
+    assert bitwise(g(x, y)[0], chain(x, y))
+
+
+def test_guards_retrace_on_a_new_kind_of_call():
+    traces = []
+
+    @compiler.register_backend(name="recording")
+    def recording(graph, example_inputs):
+        traces.append([tuple(t.shape) for t in example_inputs])
+        return graph
+
+    f = fl.compile(chain, backend="recording")
+    x, y = seeded(4, 5, seed=1), seeded(4, 5, seed=2)
+    f(x, y)
+    f(seeded(4, 5, seed=3), seeded(4, 5, seed=4))  # same kind: no new trace
+    assert len(traces) == 1
+    f(seeded(2, 5), seeded(2, 5))  # shape
+    f(x.double(), y.double())  # dtype
+    xt = seeded(5, 4).t()
+    out = f(xt, y)  # strides
+    assert bitwise(out, chain(xt, y))
+    assert bitwise(f(x, y, scale=3.0), chain(x, y, scale=3.0))  # a Python number is specialised
+    with fl.no_grad():
+        f(x, y)  # grad mode
+    assert len(traces) == 6
+
+
+def test_cache_size_limit_then_eager_with_one_warning():
+    f = fl.compile(chain, backend="eager")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(1, 11):
+            x = seeded(n, seed=n)
+            assert bitwise(f(x, x), chain(x, x))
+    assert len(f.graphs()) == 8
+    assert [str(m.message) for m in w if "cache_size_limit" in str(m.message)] != []
+    assert len([m for m in w if "cache_size_limit" in str(m.message)]) == 1
+
+
+def test_breaks_raise_under_fullgraph_and_run_eagerly_otherwise():
+    def reads(x):
+        return x * x.sum().item()
+
+    with pytest.raises(RuntimeError, match="'item'"):
+        fl.compile(reads, fullgraph=True, backend="eager")(seeded(3))
+    f = fl.compile(reads, backend="eager")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for seed in (1, 2, 3):
+            x = seeded(3, seed=seed)
+            assert bitwise(f(x), reads(x))  # each call's own value: never a stale one
+    assert len([m for m in w if "breaks at 'item'" in str(m.message)]) == 1
+    with pytest.raises(RuntimeError, match="'nonzero'"):
+        fl.compile(lambda x: fl.nonzero(x), fullgraph=True, backend="eager")(seeded(4))
+
+
+def test_backend_registry_and_default():
+    assert "eager" not in compiler.list_backends()  # tagged debug
+    assert "eager" in compiler.list_backends(exclude_tags=())
+    calls = []
+
+    def counting(graph, example_inputs):
+        calls.append(graph.ops)
+        return graph
+
+    before = compiler.get_default_backend()
+    try:
+        compiler.set_default_backend(counting)
+        f = fl.compile(chain)
+        x = seeded(3)
+        assert bitwise(f(x, x), chain(x, x))
+        f(x, x)
+        assert len(calls) == 1
+        compiler.set_default_backend(None)
+        assert compiler.get_default_backend() == "eager"
+    finally:
+        compiler.set_default_backend(before)
+    with pytest.raises(ValueError, match="no backend named 'nope'"):
+        fl.compile(chain, backend="nope")
+    with pytest.raises(ValueError, match="nope"):
+        compiler.set_default_backend("nope")
+
+    def raising(graph, example_inputs):
+        raise KeyError("backend failed")
+
+    with pytest.raises(KeyError, match="backend failed"):
+        fl.compile(chain, backend=raising)(seeded(2), seeded(2))
+    with pytest.raises(TypeError, match="callable"):
+        fl.compile(chain, backend=lambda g, e: 42)(seeded(2), seeded(2))
+    with pytest.raises(ValueError, match="mode"):
+        fl.compile(chain, mode="fastest")
+    assert fl.compile(chain, disable=True) is chain
+
+
+def test_reset_disable_and_is_compiling():
+    seen = []
+
+    @compiler.disable
+    def helper(x):
+        return x + 1
+
+    def fn(x):
+        seen.append(compiler.is_compiling())
+        return helper(fl.sin(x))
+
+    with pytest.raises(RuntimeError, match="helper"):
+        fl.compile(fn, fullgraph=True, backend="eager")(seeded(3))
+    assert seen == [True] and not compiler.is_compiling()
+    f = fl.compile(chain, backend="eager")
+    x = seeded(3)
+    f(x, x)
+    assert len(f.graphs()) == 1
+    compiler.reset()
+    assert f.graphs() == []
+    assert bitwise(f(x, x), chain(x, x)) and len(f.graphs()) == 1
+
+
+def test_a_compiled_module_and_training_through_it():
+    fl.manual_seed(0)
+    m = fl.nn.Sequential(fl.nn.Linear(5, 8), fl.nn.Tanh(), fl.nn.Linear(8, 2))
+    cm = fl.compile(m, backend="eager")
+    assert cm.training and len(list(cm.parameters())) == 4
+    x = seeded(4, 5, seed=3)
+    for _ in range(2):  # trace, then the graph
+        loss = cm(x).pow(2).mean()
+        loss.backward()
+        got = [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        m(x).pow(2).mean().backward()
+        assert all(bitwise(a, p.grad) for a, p in zip(got, m.parameters()))
+        m.zero_grad()
+    cm.eval()  # the module's mode is guarded
+    with fl.no_grad():
+        assert bitwise(cm(x), m(x))
+    # A new parameter object (not an in-place update) makes a new kind of call.
+    m[0].weight = fl.nn.Parameter(m[0].weight.detach() * 2)
+    with fl.no_grad():
+        assert bitwise(cm(x), m(x))
+
+
+def test_decorator_forms():
+    @fl.compile
+    def f(x):
+        return x * 2 + 1
+
+    @fl.compile(backend="eager", fullgraph=True)
+    def g(x):
+        return (x * 2 + 1,)
+
+    x = seeded(3)
+    assert bitwise(f(x), x * 2 + 1) and bitwise(g(x)[0], x * 2 + 1)
