@@ -95,7 +95,7 @@ def test_breaks_raise_under_fullgraph_and_run_eagerly_otherwise():
 
 
 def test_backend_registry_and_default():
-    assert "eager" not in compiler.list_backends()  # tagged debug
+    assert "eager" not in compiler.list_backends() and "cpp" in compiler.list_backends()  # eager: debug
     assert "eager" in compiler.list_backends(exclude_tags=())
     calls = []
 
@@ -112,7 +112,7 @@ def test_backend_registry_and_default():
         f(x, x)
         assert len(calls) == 1
         compiler.set_default_backend(None)
-        assert compiler.get_default_backend() == "eager"
+        assert compiler.get_default_backend() == "cpp"
     finally:
         compiler.set_default_backend(before)
     with pytest.raises(ValueError, match="no backend named 'nope'"):
@@ -176,6 +176,27 @@ def test_a_compiled_module_and_training_through_it():
     m[0].weight = fl.nn.Parameter(m[0].weight.detach() * 2)
     with fl.no_grad():
         assert bitwise(cm(x), m(x))
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """Every test builds into its own cache."""
+    monkeypatch.setenv("FLAMBEAU_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_cpp_backend_fuses_pointwise_chains_bitwise(cache_dir):
+    def ten(x, y):
+        return ((((fl.sin(x) * 1.5 + y).tanh() * 0.5).exp() - 1).sigmoid() * x).relu() + y
+
+    f = fl.compile(ten)  # the default backend: cpp
+    x, y = seeded(3000, seed=1), seeded(3000, seed=2)
+    assert bitwise(f(x, y), ten(x, y)) and bitwise(f(x, y), ten(x, y))
+    assert any(p.suffix == ".so" for p in cache_dir.iterdir())
+    b = seeded(7, seed=3)  # a broadcast operand and a 2-D shape
+    g = fl.compile(lambda x, b: fl.relu(x + b) * 2.0)
+    x2 = seeded(5, 7, seed=4)
+    assert bitwise(g(x2, b), fl.relu(x2 + b) * 2.0) and bitwise(g(x2, b), fl.relu(x2 + b) * 2.0)
 
 
 def test_decorator_forms():

@@ -12,7 +12,10 @@ otherwise runs eagerly (one warning). Shapes are specialised (dynamic is accepte
 symbolic).
 
 Backends: a name, or a callable (graph, example_inputs) -> callable, as torch's; the graph
-prints, has to_dot() and is callable on the inputs. Built in: "eager" (tag "debug").
+prints, has to_dot() and is callable on the inputs. Built in: "cpp" (the default: float32
+pointwise chains become generated C++ kernels built by the system compiler and cached on
+disk, $FLAMBEAU_CACHE_DIR or ~/.cache/flambeau/compile; the rest runs op by op) and "eager"
+(tag "debug": the graph's ops one by one).
 """
 import atexit
 import functools
@@ -25,7 +28,7 @@ __all__ = ["compile", "disable", "get_default_backend", "is_compiling", "list_ba
            "reset", "set_default_backend"]
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-_BUILTIN_DEFAULT = "eager"
+_BUILTIN_DEFAULT = "cpp"
 _compiled = weakref.WeakSet()  # every compiled function, for reset()
 _custom = {}  # id(callable) -> (its registered name, it)
 _registered = set()  # the names of the backends registered from Python

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "flambeau/autograd/node.h"
+#include "flambeau/compile/cpp_backend.h"
 #include "flambeau/core/error.h"
 #include "flambeau/ops/registry.h"
 
@@ -17,11 +18,10 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::map<std::string, Backend> backends{{"eager", [](const Graph& g, const std::vector<Tensor>&) {
-                                             return run_eagerly(g);
-                                           }}};
+  std::map<std::string, Backend> backends{
+      {"eager", [](const Graph& g, const std::vector<Tensor>&) { return run_eagerly(g); }}, {"cpp", cpp_backend}};
   std::map<std::string, std::vector<std::string>> tags{{"eager", {"debug"}}};
-  std::string default_backend = "eager";
+  std::string default_backend = "cpp";
   std::function<void(const std::string&)> warn = [](const std::string& m) {
     std::fprintf(stderr, "flambeau.compile: %s\n", m.c_str());
   };
@@ -51,11 +51,11 @@ void register_backend(const std::string& name, Backend backend, std::vector<std:
 }
 
 void unregister_backend(const std::string& name) {
-  if (name == "eager") return;
+  if (name == "eager" || name == "cpp") return;
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().backends.erase(name);
   registry().tags.erase(name);
-  if (registry().default_backend == name) registry().default_backend = "eager";
+  if (registry().default_backend == name) registry().default_backend = "cpp";
 }
 
 std::vector<std::string> list_backends(const std::vector<std::string>& exclude_tags) {
@@ -101,37 +101,44 @@ void set_warning_handler(std::function<void(const std::string&)> handler) {
 
 // ---- the "eager" backend ------------------------------------------------------------------
 
-std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> bind(const Graph& g, const std::vector<Tensor>& inputs) {
   FLB_CHECK(inputs.size() == g.inputs.size(), ValueError, "[compile] the graph takes ", g.inputs.size(),
             " inputs, got ", inputs.size());
   std::vector<Tensor> env(g.values.size());
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs[i]] = inputs[i];
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].kind == Graph::Kind::Constant) env[v] = g.constants[g.values[v].index];
-  for (const Graph::Node& n : g.nodes) {
-    std::vector<Value> args;
-    for (const Graph::Arg& a : n.args) {
-      if (a.kind == Graph::Arg::Kind::Value) args.emplace_back(env[a.value]);
-      else if (a.kind == Graph::Arg::Kind::Constant) args.push_back(a.constant);
-      else {
-        std::vector<Tensor> list;
-        for (int v : a.values) list.push_back(env[v]);
-        args.emplace_back(std::move(list));
-      }
+  return env;
+}
+
+void run_node(const Graph::Node& n, std::vector<Tensor>& env) {
+  std::vector<Value> args;
+  for (const Graph::Arg& a : n.args) {
+    if (a.kind == Graph::Arg::Kind::Value) args.emplace_back(env[a.value]);
+    else if (a.kind == Graph::Arg::Kind::Constant) args.push_back(a.constant);
+    else {
+      std::vector<Tensor> list;
+      for (int v : a.values) list.push_back(env[v]);
+      args.emplace_back(std::move(list));
     }
-    const std::vector<Value> results = call_op(n.op, std::move(args));
-    size_t out = 0;
-    for (const Value& r : results) {
-      if (auto* t = std::get_if<Tensor>(&r)) {
-        if (out < n.outputs.size()) env[n.outputs[out++]] = *t;
-      } else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) {
-        for (const Tensor& t : *l)
-          if (out < n.outputs.size()) env[n.outputs[out++]] = t;
-      }
-    }
-    FLB_CHECK(out == n.outputs.size(), Error, "[compile] replaying ", n.op, " gave ", out, " tensors, the trace saw ",
-              n.outputs.size());
   }
+  const std::vector<Value> results = call_op(n.op, std::move(args));
+  size_t out = 0;
+  for (const Value& r : results) {
+    if (auto* t = std::get_if<Tensor>(&r)) {
+      if (out < n.outputs.size()) env[n.outputs[out++]] = *t;
+    } else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) {
+      for (const Tensor& t : *l)
+        if (out < n.outputs.size()) env[n.outputs[out++]] = t;
+    }
+  }
+  FLB_CHECK(out == n.outputs.size(), Error, "[compile] replaying ", n.op, " gave ", out, " tensors, the trace saw ",
+            n.outputs.size());
+}
+
+std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> env = bind(g, inputs);
+  for (const Graph::Node& n : g.nodes) run_node(n, env);
   std::vector<Tensor> outs;
   for (int v : g.outputs) outs.push_back(env[v]);
   return outs;

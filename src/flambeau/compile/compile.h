@@ -10,8 +10,9 @@
 // that kind (one warning). The traced call's results are the eager run's.
 //
 // Backends (the registry of torch._dynamo / torch.compiler): a backend receives the graph
-// and the example inputs and returns the callable that runs the graph. Built in: "eager"
-// (the graph's ops one by one, through the op registry; differentiable as eager is).
+// and the example inputs and returns the callable that runs the graph. Built in: "cpp" (the
+// default; cpp_backend.h) and "eager" (the graph's ops one by one through the op registry,
+// differentiable as eager is).
 #pragma once
 #include <functional>
 #include <memory>
@@ -29,11 +30,12 @@ using Backend = std::function<CompiledFn(const Graph&, const std::vector<Tensor>
 // Adds (or replaces) a backend; ValueError for an empty name or no function. Tags as
 // torch's: "debug" for backends that only check the capture (eager), "experimental".
 void register_backend(const std::string& name, Backend backend, std::vector<std::string> tags = {});
-// Removes a backend (no-op when absent); "eager" stays. If it was the default, "eager" is.
+// Removes a backend (no-op when absent; "cpp" and "eager" stay). If it was the default,
+// "cpp" is.
 void unregister_backend(const std::string& name);
 // The registered names without any of exclude_tags, sorted.
 std::vector<std::string> list_backends(const std::vector<std::string>& exclude_tags = {"debug", "experimental"});
-// The backend compile uses when none is named ("eager" until set); ValueError for a name
+// The backend compile uses when none is named ("cpp" until set); ValueError for a name
 // that is not registered.
 void set_default_backend(const std::string& name);
 std::string get_default_backend();
@@ -44,6 +46,10 @@ const Backend& lookup_backend(const std::string& name);
 CompiledFn run_eagerly(const Graph& g);
 // Runs the graph on inputs (what "eager" returns does).
 std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs);
+// Its two parts, for backends that run some nodes themselves: each value's tensor with the
+// inputs and constants bound, and one node run through the op registry.
+std::vector<Tensor> bind(const Graph& g, const std::vector<Tensor>& inputs);
+void run_node(const Graph::Node& n, std::vector<Tensor>& env);
 
 // Where warnings go (stderr by default; Python sends them to warnings.warn).
 void set_warning_handler(std::function<void(const std::string&)> handler);

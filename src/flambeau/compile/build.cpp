@@ -1,0 +1,182 @@
+// See build.h.
+#include "flambeau/compile/build.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "flambeau/core/error.h"
+
+extern char** environ;
+
+namespace flambeau::compiler {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFlags[] = {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared", "-ffp-contract=off",
+                        "-fno-math-errno"};
+
+std::atomic<int> g_compiler_runs{0};
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string hex(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
+  return b;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+bool write_file(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  return bool(f);
+}
+
+std::string compiler() {
+  const char* cxx = std::getenv("CXX");
+  return cxx && *cxx ? cxx : "g++";
+}
+
+// Runs argv (no shell) with stdout and stderr into `log`; returns the exit status (-1 when
+// it could not start).
+int run(const std::vector<std::string>& argv, const fs::path& log) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The compiler's version line (part of the cache key), read once.
+const std::string& compiler_version() {
+  static std::once_flag once;
+  static std::string version;
+  std::call_once(once, [] {
+    const fs::path log = fs::temp_directory_path() / ("flambeau-cxx-version-" + std::to_string(getpid()));
+    if (run({compiler(), "--version"}, log) == 0) version = read_file(log);
+    std::error_code ec;
+    fs::remove(log, ec);
+    version = version.substr(0, version.find('\n'));
+  });
+  return version;
+}
+
+// A directory we can write: the cache, or a private temporary one when it can't be.
+fs::path writable_dir() {
+  std::error_code ec;
+  fs::path dir = cache_dir();
+  fs::create_directories(dir, ec);
+  const fs::path probe = dir / (".probe-" + std::to_string(getpid()));
+  if (!ec && write_file(probe, "ok")) {
+    fs::remove(probe, ec);
+    return dir;
+  }
+  static std::once_flag once;
+  static fs::path fallback;
+  std::call_once(once, [] {
+    std::string tmpl = (fs::temp_directory_path() / "flambeau-compile-XXXXXX").string();
+    if (char* d = mkdtemp(tmpl.data())) fallback = d;
+  });
+  FLB_CHECK(!fallback.empty(), Error, "[compile] neither the cache directory ", dir.string(),
+            " nor a temporary directory can be written");
+  return fallback;
+}
+
+}  // namespace
+
+std::string cache_dir() {
+  if (const char* d = std::getenv("FLAMBEAU_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "flambeau" / "compile").string();
+  const char* home = std::getenv("HOME");
+  return (fs::path(home && *home ? home : "/tmp") / ".cache" / "flambeau" / "compile").string();
+}
+
+int compiler_runs() { return g_compiler_runs.load(); }
+
+void* Library::symbol(const std::string& name) const {
+  void* p = dlsym(handle, name.c_str());
+  FLB_CHECK(p, Error, "[compile] ", path, " has no symbol ", name);
+  return p;
+}
+
+Library load_library(const std::string& source) {
+  std::string key_text = source + "\n" + compiler() + "\n" + compiler_version();
+  for (const char* f : kFlags) key_text += std::string(" ") + f;
+  const std::string key = hex(fnv1a(key_text));
+  // A cached entry: the library and its checksum file, which must agree.
+  for (const fs::path& dir : {fs::path(cache_dir()), writable_dir()}) {
+    const fs::path so = dir / (key + ".so"), sum = dir / (key + ".sum");
+    std::error_code ec;
+    if (!fs::exists(so, ec) || !fs::exists(sum, ec)) continue;
+    if (read_file(sum) == hex(fnv1a(read_file(so))))
+      if (void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL)) return {h, so.string(), false};
+    fs::remove(so, ec);  // corrupt: rebuilt below
+    fs::remove(sum, ec);
+  }
+  const fs::path dir = writable_dir();
+  const std::string tag = key + "." + std::to_string(getpid()) + "." + hex(fnv1a(std::to_string(std::rand())));
+  const fs::path src = dir / (key + ".cpp"), tmp_src = dir / (tag + ".cpp"), tmp_so = dir / (tag + ".so"),
+                 log = dir / (tag + ".log"), so = dir / (key + ".so"), sum = dir / (key + ".sum");
+  std::error_code ec;
+  FLB_CHECK(write_file(tmp_src, source), Error, "[compile] cannot write ", tmp_src.string(), " (disk full?)");
+  fs::rename(tmp_src, src, ec);
+  std::vector<std::string> argv{compiler()};
+  for (const char* f : kFlags) argv.emplace_back(f);
+  argv.insert(argv.end(), {src.string(), "-o", tmp_so.string()});
+  ++g_compiler_runs;
+  const int status = run(argv, log);
+  if (status != 0) {
+    std::string message = read_file(log);
+    fs::remove(log, ec);
+    fs::remove(tmp_so, ec);
+    if (message.size() > 4000) message = message.substr(0, 4000) + "...";
+    throw Error("[compile] " + compiler() + " failed (status " + std::to_string(status) + ") on the generated source " +
+                src.string() + ":\n" + message);
+  }
+  fs::remove(log, ec);
+  const fs::path tmp_sum = dir / (tag + ".sum");
+  FLB_CHECK(write_file(tmp_sum, hex(fnv1a(read_file(tmp_so)))), Error, "[compile] cannot write ", tmp_sum.string());
+  fs::rename(tmp_so, so, ec);
+  if (!ec) fs::rename(tmp_sum, sum, ec);
+  FLB_CHECK(!ec, Error, "[compile] cannot move the library into ", dir.string(), ": ", ec.message());
+  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  FLB_CHECK(h, Error, "[compile] dlopen of ", so.string(), " failed: ", dlerror());
+  return {h, so.string(), true};
+}
+
+}  // namespace flambeau::compiler

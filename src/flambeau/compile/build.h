@@ -1,0 +1,31 @@
+// Building generated C++ into a shared library with the system compiler, through an on-disk
+// cache: the library of a source is found by a hash of the source, the flags and the
+// compiler's version, so a second process running the same program starts no compiler.
+// Entries are written atomically (temporary names, then rename) with a checksum file; an
+// entry whose checksum does not match or that dlopen refuses is rebuilt, never loaded. A
+// cache directory that cannot be written falls back to a private temporary one.
+//
+// The cache directory: $FLAMBEAU_CACHE_DIR, else $XDG_CACHE_HOME/flambeau/compile, else
+// ~/.cache/flambeau/compile. The compiler: $CXX, else g++.
+#pragma once
+#include <string>
+
+namespace flambeau::compiler {
+
+struct Library {
+  void* handle = nullptr;  // from dlopen (kept open for the process's life)
+  std::string path;
+  bool built = false;      // false when it came from the cache
+  // The address of the extern "C" symbol `name`; Error when it is missing.
+  void* symbol(const std::string& name) const;
+};
+
+// The library of `source` (C++17), built with -O3 -march=native when not cached. A compiler
+// error raises Error with the path of the source and the compiler's message.
+Library load_library(const std::string& source);
+
+std::string cache_dir();
+// How many times this process ran the compiler (tests check a warm cache starts none).
+int compiler_runs();
+
+}  // namespace flambeau::compiler

@@ -1,0 +1,167 @@
+// The "cpp" backend: fused float32 pointwise chains built by the system compiler, bitwise
+// equal to eager (every op of the unary table, gelu, broadcast operands, numbers, several
+// tiles and a partial one, 1 and 2 threads); buffer reuse; the on-disk cache (a warm cache
+// starts no compiler, a corrupt entry is rebuilt, an unwritable directory falls back); a
+// compiler error names the generated source; graphs that need gradients run eagerly.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "flambeau/compile/build.h"
+#include "flambeau/compile/cpp_backend.h"
+#include "flambeau/ops/registry.h"
+#include "flambeau/flambeau.h"
+#include "test_util.h"
+
+using namespace flambeau;
+using namespace flambeau::compiler;
+using flambeau::testing::bitwise_equal;
+namespace fs = std::filesystem;
+
+namespace {
+
+Tensor seeded(const Dims& shape, uint64_t seed, double lo = -2, double hi = 2) {
+  Generator gen(seed);
+  return rand(shape, kFloat32, gen) * (hi - lo) + lo;
+}
+
+// A private cache directory for one test (FLAMBEAU_CACHE_DIR), removed after.
+struct TempCache {
+  fs::path dir;
+  std::string old;
+  TempCache() {
+    static int n = 0;
+    dir = fs::temp_directory_path() / ("flambeau-cache-test-" + std::to_string(getpid()) + "-" + std::to_string(n++));
+    if (const char* o = std::getenv("FLAMBEAU_CACHE_DIR")) old = o;
+    setenv("FLAMBEAU_CACHE_DIR", dir.c_str(), 1);
+  }
+  ~TempCache() {
+    if (old.empty()) unsetenv("FLAMBEAU_CACHE_DIR");
+    else setenv("FLAMBEAU_CACHE_DIR", old.c_str(), 1);
+    std::error_code ec;
+    fs::permissions(dir, fs::perms::owner_all, ec);
+    fs::remove_all(dir, ec);
+  }
+};
+
+void expect_compiled_equals_eager(const TensorFn& fn, const std::vector<Tensor>& in, const char* what) {
+  Compiled f = compile(fn, {"cpp", true});
+  (void)f(in);  // the trace
+  const std::vector<Tensor> got = f(in), want = fn(in);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(bitwise_equal(got[i], want[i])) << what << " output " << i;
+}
+
+}  // namespace
+
+TEST(CppBackend, EveryUnaryOpFusedIsBitwiseEager) {
+  TempCache cache;
+  // One graph (one build): op(x_i) * 1.5 + x_i for every op of the unary table, each x_i
+  // in its op's domain; 5000 elements: four full tiles and a partial one.
+  std::vector<std::string> names;
+  std::vector<Tensor> inputs;
+  uint64_t seed = 1;
+#define FLB_ENTRY(name, kind, lo, hi) \
+  names.push_back(#name);             \
+  inputs.push_back(seeded({50, 100}, seed++, lo, hi));
+  FLB_UNARY_OPS(FLB_ENTRY)
+#undef FLB_ENTRY
+  auto fn = [&names](const std::vector<Tensor>& in) {
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < names.size(); ++i)
+      out.push_back(std::get<Tensor>(call_op(names[i], {in[i]}).at(0)) * 1.5 + in[i]);
+    out.push_back(gelu(in[0], "none") - gelu(in[0], "tanh"));
+    return out;
+  };
+  expect_compiled_equals_eager(fn, inputs, "unary table");
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  expect_compiled_equals_eager(fn, inputs, "unary table, 1 thread");
+  set_num_threads(threads);
+}
+
+TEST(CppBackend, BroadcastOperandsNumbersAndNaN) {
+  TempCache cache;
+  Tensor x = seeded({64, 100}, 1), bias = seeded({100}, 2), row = seeded({1, 100}, 3);
+  x.narrow(0, 0, 1).fill_(std::nan(""));
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor h = maximum(in[0] + in[1], in[0] * 0.5);  // NaN propagates
+    return std::vector<Tensor>{minimum(h / 3.0, in[2]) - 1.0, h};
+  };
+  expect_compiled_equals_eager(fn, {x, bias, row}, "broadcast");
+  Compiled f = compile(fn, {"cpp"});
+  (void)f({x, bias, row});
+  const std::string src = generated_source(f.graph(0));
+  EXPECT_NE(src.find("binary_f32"), std::string::npos) << src;
+}
+
+TEST(CppBackend, ALongChainReusesOneBufferAndWritesOnlyWhatIsUsedAfter) {
+  TempCache cache;
+  auto fn = [](const std::vector<Tensor>& in) {
+    Tensor y = in[0];
+    for (int i = 0; i < 10; ++i) y = i % 2 ? sin(y) : y * 1.25;
+    return std::vector<Tensor>{y};
+  };
+  const Tensor x = seeded({4096}, 5);
+  expect_compiled_equals_eager(fn, {x}, "chain");
+  Compiled f = compile(fn, {"cpp"});
+  (void)f({x});
+  const std::string src = generated_source(f.graph(0));
+  EXPECT_NE(src.find("float t0["), std::string::npos) << src;
+  EXPECT_EQ(src.find("float t1["), std::string::npos) << src;  // one buffer for nine values
+  EXPECT_NE(src.find("a.out[0]"), std::string::npos);
+  EXPECT_EQ(src.find("a.out[1]"), std::string::npos);  // one value leaves the kernel
+}
+
+TEST(CppBackend, TheCacheServesASecondCompileAndRebuildsACorruptEntry) {
+  TempCache cache;
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0] * 2.0) + 1.0}; };
+  const Tensor x = seeded({3000}, 7);
+  const int runs = compiler_runs();
+  expect_compiled_equals_eager(fn, {x}, "cold");
+  EXPECT_EQ(compiler_runs(), runs + 1);
+  expect_compiled_equals_eager(fn, {x}, "warm");  // a new compile of the same program
+  EXPECT_EQ(compiler_runs(), runs + 1);
+  // Another file in its place (the library this process loaded keeps its own pages).
+  for (const auto& e : fs::directory_iterator(cache.dir))
+    if (e.path().extension() == ".so") {
+      std::ofstream(e.path().string() + ".bad") << "not a library";
+      fs::rename(e.path().string() + ".bad", e.path());
+    }
+  expect_compiled_equals_eager(fn, {x}, "corrupt");
+  EXPECT_EQ(compiler_runs(), runs + 2);
+}
+
+TEST(CppBackend, AnUnwritableCacheFallsBackAndACompilerErrorNamesTheSource) {
+  TempCache cache;
+  std::ofstream(cache.dir) << "a file where the cache directory should be";  // unwritable, even for root
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{exp(in[0]) * 3.0 - in[0]}; };
+  expect_compiled_equals_eager(fn, {seeded({100}, 8)}, "unwritable cache");
+  fs::remove(cache.dir);
+  setenv("CXX", "false", 1);  // a compiler that always fails
+  auto other = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{cos(in[0]) * 7.0 - in[0]}; };
+  Compiled f = compile(other, {"cpp"});
+  try {
+    (void)f({seeded({100}, 9)});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("generated source"), std::string::npos) << e.what();
+  }
+  unsetenv("CXX");
+}
+
+TEST(CppBackend, GraphsThatNeedGradientsRunEagerly) {
+  TempCache cache;
+  Tensor w = seeded({8}, 10).requires_grad_();
+  auto fn = [&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{(sin(in[0] * w) * 2.0).sum()}; };
+  Compiled f = compile(fn, {"cpp"});
+  const Tensor x = seeded({8}, 11);
+  (void)f({x});
+  f({x})[0].backward();
+  const Tensor g = w.grad().clone();
+  w.set_grad(Tensor());
+  fn({x})[0].backward();
+  EXPECT_TRUE(bitwise_equal(g, w.grad()));
+}
