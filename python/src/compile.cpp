@@ -1,5 +1,7 @@
 // flambeau._C._compile: the compiler of src/flambeau/compile (trace, graph, backends) for
 // flambeau.compile and flambeau.compiler (python/flambeau/_compile.py).
+#include <nanobind/stl/pair.h>
+
 #include "bindings.h"
 #include "flambeau/compile/compile.h"
 
@@ -45,6 +47,7 @@ void bind_compile(nb::module_& m) {
         new (self) cc::Compiled(python_fn(std::move(fn)), {std::move(backend), fullgraph, limit});
       }, "fn"_a, "backend"_a, "fullgraph"_a, "cache_size_limit"_a)
       .def("__call__", [](cc::Compiled& f, const std::vector<Tensor>& in) { return f(in); })
+      .def("call", &cc::Compiled::call, "inputs"_a)
       .def_prop_ro("traces", &cc::Compiled::traces)
       .def("graph", &cc::Compiled::graph, nb::rv_policy::reference_internal);
   c.def("register_backend", [](const std::string& name, nb::object fn, std::vector<std::string> tags) {

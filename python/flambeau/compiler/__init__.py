@@ -22,6 +22,7 @@ import functools
 import warnings
 import weakref
 
+from flambeau._C import Tensor as _Tensor
 from flambeau._C import _compile as _cc
 
 __all__ = ["compile", "disable", "get_default_backend", "is_compiling", "list_backends", "register_backend",
@@ -124,8 +125,7 @@ def disable(fn=None, recursive=True):
 # ---- argument structure --------------------------------------------------------------------
 def _flatten(obj, tensors):
     """A hashable description of obj with its tensors appended to `tensors` (as slots)."""
-    import flambeau as fl
-    if isinstance(obj, fl.Tensor):
+    if isinstance(obj, _Tensor):
         tensors.append(obj)
         return ("T",)
     if isinstance(obj, (tuple, list)):
@@ -151,10 +151,6 @@ def _unflatten(spec, tensors):
     return spec[2]
 
 
-def _tensor_key(t):
-    return (t.dtype, tuple(t.shape), t.stride(), t.requires_grad)
-
-
 class _CompiledFunction:
     """What compile returns for a function (a module's wraps its __call__)."""
 
@@ -173,14 +169,13 @@ class _CompiledFunction:
         return (m.training, tuple(id(p) for p in m.parameters()), tuple(id(b) for b in m.buffers()))
 
     def __call__(self, *args, **kwargs):
-        import flambeau as fl
         if _cc.is_tracing():  # inside another compiled function's trace: inlined
             return self._fn(*args, **kwargs)
         tensors = []
         spec = _flatten((args, kwargs), tensors)
-        first = {}
-        aliases = tuple(first.setdefault(id(t), i) for i, t in enumerate(tensors))  # the same tensor twice
-        key = (spec, tuple(_tensor_key(t) for t in tensors), aliases, fl.is_grad_enabled(), self._module_key())
+        # The tensors' dtypes, shapes, strides, requires_grad and aliasing, and the grad mode,
+        # are guarded in C++ (each kind here holds up to the limit of traces there).
+        key = (spec, self._module_key()) if self._module is not None else spec
         entry = self._entries.get(key)
         if entry is None:
             if len(self._entries) >= self._limit:
@@ -188,29 +183,34 @@ class _CompiledFunction:
                     _warn(f"cache_size_limit ({self._limit}) reached: calls of a new kind run eagerly")
                     self._warned_limit = True
                 return self._fn(*args, **kwargs)
-            out_spec = [None]
+            specs, ran = {}, [None]  # output structure per C++ trace; the one of a call that ran fn
             fn = self._fn
 
             def traced(ts):
                 a, kw = _unflatten(spec, iter(ts))
                 outs = []
-                out_spec[0] = _flatten(fn(*a, **kw), outs)
+                ran[0] = _flatten(fn(*a, **kw), outs)
                 return outs
 
-            entry = (_cc.Compiled(traced, self._backend, self._fullgraph, 1), out_spec)
+            entry = (_cc.Compiled(traced, self._backend, self._fullgraph, self._limit), specs, ran)
             self._entries[key] = entry
-        compiled, out_spec = entry
-        outs = compiled(tensors)
-        return _unflatten(out_spec[0], iter(outs))
+        compiled, specs, ran = entry
+        ran[0] = None
+        outs, index = compiled.call(tensors)
+        if ran[0] is not None:  # fn ran (a trace, or a kind that runs eagerly)
+            specs.setdefault(index, ran[0])
+            return _unflatten(ran[0], iter(outs))
+        return _unflatten(specs[index], iter(outs))
 
     def graphs(self):
         """The graphs traced so far (after the passes), one per kind of call."""
         out = []
-        for compiled, _ in self._entries.values():
-            try:
-                out.append(compiled.graph(0))
-            except Exception:  # a kind that runs eagerly has none
-                pass
+        for compiled, _, _ in self._entries.values():
+            for i in range(compiled.traces):
+                try:
+                    out.append(compiled.graph(i))
+                except Exception:  # a kind that runs eagerly has none
+                    pass
         return out
 
 

@@ -204,23 +204,24 @@ Compiled::Compiled(TensorFn fn, CompileOptions options) : state_(std::make_share
   state_->options = std::move(options);
 }
 
-std::vector<Tensor> Compiled::operator()(const std::vector<Tensor>& inputs) {
+std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>& inputs) {
   State& s = *state_;
   CompiledFn run;
+  size_t index = 0;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    for (const Entry& e : s.entries)
-      if (e.holds(inputs)) {
-        run = e.run;
+    for (; index < s.entries.size(); ++index)
+      if (s.entries[index].holds(inputs)) {
+        run = s.entries[index].run;
         break;
       }
   }
-  if (run) return run(inputs);
-  if (!run && s.entries.size() >= size_t(s.options.cache_size_limit)) {
+  if (run) return {run(inputs), index};
+  if (s.entries.size() >= size_t(s.options.cache_size_limit)) {
     if (!s.warned_limit) warn("cache_size_limit (" + std::to_string(s.options.cache_size_limit) +
                               ") reached: calls that no trace holds for run eagerly");
     s.warned_limit = true;
-    return s.fn(inputs);
+    return {s.fn(inputs), s.entries.size()};
   }
   Trace t = trace(s.fn, inputs);
   Entry e;
@@ -244,7 +245,7 @@ std::vector<Tensor> Compiled::operator()(const std::vector<Tensor>& inputs) {
   }
   std::lock_guard<std::mutex> lock(s.mutex);
   s.entries.push_back(std::move(e));
-  return t.outputs;
+  return {t.outputs, s.entries.size() - 1};
 }
 
 size_t Compiled::traces() const {

@@ -63,7 +63,9 @@ struct CompileOptions {
 class Compiled {
  public:
   Compiled(TensorFn fn, CompileOptions options);
-  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) { return call(inputs).first; }
+  // The outputs and the index of the trace that ran (one that runs eagerly included).
+  std::pair<std::vector<Tensor>, size_t> call(const std::vector<Tensor>& inputs);
   // The traces so far (their graphs after the passes); eager entries have no graph.
   size_t traces() const;
   const Graph& graph(size_t i) const;

@@ -1,0 +1,126 @@
+"""flambeau.compile against flambeau eager, torch eager and torch.compile (inductor), in one
+process, the four alternating call by call, medians; each compiled result is checked
+against its eager one in the same run (flambeau's cpp backend: bitwise). Cases:
+- a 10-op pointwise chain on 4M float32 elements, and on 1K elements;
+- RMSNorm written with ops (x * rsqrt(mean(x^2) + eps) * w) on [4096, 1024], next to
+  flambeau's fused rms_norm.
+Then compile times: flambeau cold (an empty cache directory) and warm (a new process, the
+same cache: no compiler run), torch.compile cold (fresh inductor cache). 2 threads.
+Usage: .venv/bin/python bench/bench_compile.py [reps]"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from timing import timed  # noqa: E402
+
+import torch  # noqa: E402
+
+import flambeau as fl  # noqa: E402
+
+
+CHAIN = """
+def chain(lib):
+    def ten(x, y):
+        return ((((lib.sin(x) * 1.5 + y).tanh() * 0.5).exp() - 1).sigmoid() * x).relu() + y
+    return ten
+"""
+_ns = {}
+exec(CHAIN, _ns)  # the same source runs in the compile-time subprocesses
+chain = _ns["chain"]
+
+
+def rms(lib):
+    def norm(x, w):
+        return x * lib.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+    return norm
+
+
+def medians(fns, reps):
+    """Median seconds of each fn, run in turn (after two untimed calls each)."""
+    for f in fns:
+        f(), f()
+    times = [[] for _ in fns]
+    for _ in range(reps):
+        for i, f in enumerate(fns):
+            times[i].append(timed(f))
+    return [statistics.median(t) for t in times]
+
+
+def case(name, make, shapes, reps, fused=None):
+    gen = torch.Generator().manual_seed(0)
+    tin = [torch.randn(*s, generator=gen) for s in shapes]
+    fin = [fl.from_dlpack(t.clone()) for t in tin]
+    fe, te = make(fl), make(torch)
+    fc = fl.compile(fe)
+    tc = torch.compile(te)
+    got, want = fc(*fin), fe(*fin)
+    assert bool((got == want).all()), f"{name}: flambeau.compile differs from eager"
+    tw, tg = te(*tin), tc(*tin)
+    assert torch.allclose(tg, tw, rtol=1e-5, atol=1e-5), f"{name}: torch.compile differs from eager"
+    fns = [lambda: fe(*fin), lambda: fc(*fin), lambda: te(*tin), lambda: tc(*tin)]
+    if fused is not None:
+        fns.append(lambda: fused(*fin))
+    t = medians(fns, reps)
+    row = (f"| {name} | {t[0] * 1e3:.3f} | {t[1] * 1e3:.3f} | {t[2] * 1e3:.3f} | {t[3] * 1e3:.3f} | "
+           f"{t[0] / t[1]:.2f}x | {t[3] / t[1]:.2f}x |")
+    if fused is not None:
+        row += f" fused rms_norm {t[4] * 1e3:.3f} ms: compiled / fused {t[4] / t[1]:.2f}x |"
+    print(row, flush=True)
+
+
+def compile_time(cache):
+    """Seconds of the first call of a compiled 10-op chain in a new process with `cache`."""
+    code = ("import time, flambeau as fl\n" + CHAIN +
+            "x = fl.randn(4096); y = fl.randn(4096)\n"
+            "f = fl.compile(chain(fl))\n"
+            "t0 = time.perf_counter(); f(x, y); print(time.perf_counter() - t0)\n")
+    env = dict(os.environ, FLAMBEAU_CACHE_DIR=cache, OMP_NUM_THREADS="2")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-2000:])
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def torch_compile_time():
+    code = ("import time, torch\n" + CHAIN +
+            "x = torch.randn(4096); y = torch.randn(4096)\n"
+            "f = torch.compile(chain(torch))\n"
+            "t0 = time.perf_counter(); f(x, y); print(time.perf_counter() - t0)\n")
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=d, OMP_NUM_THREADS="2")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr[-2000:])
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    reps = int(sys.argv[1]) if len(sys.argv) > 1 else 15
+    torch.set_num_threads(2)
+    fl.set_num_threads(2)
+    cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/Model name: *//p' | head -1"], capture_output=True,
+                         text=True).stdout.strip()
+    print(f"CPU: {cpu}, {os.cpu_count()} cores, 2 threads; flambeau.compile backend "
+          f"{fl.compiler.get_default_backend()}, torch.compile inductor; medians of {reps}\n")
+    print("| case | flambeau eager ms | flambeau.compile ms | torch eager ms | torch.compile ms | "
+          "compile / eager (flambeau) | vs torch.compile |")
+    print("|---|---|---|---|---|---|---|")
+    case("10-op pointwise chain, 4M fp32", chain, [(4 << 20,), (4 << 20,)], reps)
+    case("10-op pointwise chain, 1K fp32", chain, [(1024,), (1024,)], reps * 20)
+    case("RMSNorm with ops, [4096, 1024]", rms, [(4096, 1024), (1024,)], reps,
+         fused=lambda x, w: fl.nn.functional.rms_norm(x, (1024,), w, 1e-6))
+    with tempfile.TemporaryDirectory() as cache:
+        cold = compile_time(cache)
+        warm = compile_time(cache)
+    print(f"\n- compile time of the 10-op chain (first call, new process): flambeau cold {cold:.2f} s, "
+          f"warm {warm:.3f} s (cached library, no compiler run); torch.compile cold {torch_compile_time():.2f} s")
+    print(json.dumps({"cold_s": cold, "warm_s": warm}))
+
+
+if __name__ == "__main__":
+    main()
