@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "flambeau/compile/compile.h"
+#include "flambeau/compile/cpp_backend.h"
 
 namespace flambeau::python {
 
@@ -49,7 +50,7 @@ void bind_compile(nb::module_& m) {
       .def("__call__", [](cc::Compiled& f, const std::vector<Tensor>& in) { return f(in); })
       .def("call", &cc::Compiled::call, "inputs"_a)
       .def_prop_ro("traces", &cc::Compiled::traces)
-      .def("graph", &cc::Compiled::graph, nb::rv_policy::reference_internal);
+      .def("graph", &cc::Compiled::graph, nb::rv_policy::copy);
   c.def("register_backend", [](const std::string& name, nb::object fn, std::vector<std::string> tags) {
     auto holder = std::make_shared<nb::object>(std::move(fn));
     cc::register_backend(name, [holder](const cc::Graph& g, const std::vector<Tensor>& example) -> cc::CompiledFn {
@@ -69,6 +70,7 @@ void bind_compile(nb::module_& m) {
       };
     }, std::move(tags));
   }, "name"_a, "fn"_a, "tags"_a);
+  c.def("generated_source", &cc::generated_source, "graph"_a, "The cpp backend's C++ for a graph");
   c.def("unregister_backend", &cc::unregister_backend, "name"_a);
   c.def("list_backends", &cc::list_backends, "exclude_tags"_a);
   c.def("set_default_backend", &cc::set_default_backend, "name"_a);

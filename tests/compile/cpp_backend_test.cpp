@@ -165,3 +165,28 @@ TEST(CppBackend, GraphsThatNeedGradientsRunEagerly) {
   fn({x})[0].backward();
   EXPECT_TRUE(bitwise_equal(g, w.grad()));
 }
+
+// Reductions over the last dimension join the kernel, which then walks rows: RMSNorm and a
+// centring written with ops, bitwise equal to eager (eager's row sums, in its order).
+TEST(CppBackend, RowReductionsFuseRmsNormBitwise) {
+  TempCache cache;
+  auto rms = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    return std::vector<Tensor>{x * rsqrt((x * x).mean({-1}, true) + 1e-6) * in[1]};
+  };
+  auto centred = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const Tensor mu = x.mean({-1}, true);
+    return std::vector<Tensor>{(x - mu) * 2.0 + sum(x, {-1}, true), mu};
+  };
+  for (const Dims& shape : {Dims{37, 300}, Dims{2, 5, 64}}) {
+    const Tensor x = seeded(shape, 12), w = seeded({shape.back()}, 13);
+    expect_compiled_equals_eager(rms, {x, w}, "rms");
+    expect_compiled_equals_eager(centred, {x}, "centred");
+  }
+  Compiled f = compile(rms, {"cpp"});
+  (void)f({seeded({8, 16}, 1), seeded({16}, 2)});
+  const std::string src = generated_source(f.graph(0));
+  EXPECT_NE(src.find("sum_f32"), std::string::npos) << src;
+  EXPECT_NE(src.find("row"), std::string::npos) << src;
+}

@@ -23,6 +23,7 @@ NOT_COMPARED = {
                     "random (distribution tests in tests/core/random_test.cpp)"),
     # I/O.
     **dict.fromkeys(["load", "save"], "I/O (test_safetensors.py)"),
+    "compile": "the compiler, not an op (test_compile.py)",
     # Settings, capabilities and autocast switches.
     **dict.fromkeys(["get_num_threads", "set_num_threads", "bf16_matmul_backend", "is_grad_enabled",
                      "clear_autocast_cache", "is_autocast_cache_enabled", "set_autocast_cache_enabled",

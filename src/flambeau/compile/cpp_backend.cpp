@@ -25,6 +25,7 @@ struct Runtime {
   void (*unary_f32)(int op, const float* x, float* y, int64_t n);
   void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);
   void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx);
+  double (*sum_f32)(const float* x, int64_t n);
 };
 
 const Runtime& runtime() {
@@ -35,7 +36,8 @@ const Runtime& runtime() {
       },
       [](int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx) {
         parallel_for(begin, end, grain, [&](int64_t lo, int64_t hi) { fn(ctx, lo, hi); });
-      }};
+      },
+      [](const float* x, int64_t n) { return kernels::sum_f32(x, n); }};
   return r;
 }
 
@@ -44,13 +46,14 @@ struct flb_runtime {
   void (*unary_f32)(int op, const float* x, float* y, int64_t n);
   void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);
   void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx);
+  double (*sum_f32)(const float* x, int64_t n);
 };
 struct flb_args {
   const flb_runtime* rt;
   const float* const* in;  // the kernel's tensor inputs
   const int64_t* period;   // each input's element count (less than n: broadcast over leading dims)
   float* const* out;       // the values written to memory
-  int64_t n;
+  int64_t n, cols;         // elements; the last dimension (a row)
 };
 )";
 
@@ -92,38 +95,66 @@ int64_t numel(const Dims& d) {
   return n;
 }
 
-// An operand of a fused op: a tensor value of the kernel's shape, one broadcast over the
-// leading dimensions (its sizes are the trailing ones), or a number.
+// How a tensor operand lines up with the kernel's shape [..., C]: the same shape (Full),
+// one value per row ([..., 1]: Row), or the trailing dimensions of it, broadcast over the
+// leading ones (Trailing, a bias; a one-element tensor is one too).
+enum class Fit : uint8_t { Full, Row, Trailing };
+
+std::optional<Fit> fit(const TensorMeta& m, const Dims& shape) {
+  if (m.dtype != kFloat32 || !contiguous(m)) return std::nullopt;
+  if (m.sizes == shape) return Fit::Full;
+  if (!shape.empty() && shape.back() > 1 && m.sizes.size() == shape.size() && m.sizes.back() == 1 &&
+      std::equal(m.sizes.begin(), m.sizes.end() - 1, shape.begin()))
+    return Fit::Row;
+  size_t lead = 0;
+  while (lead < m.sizes.size() && m.sizes[lead] == 1) ++lead;
+  const size_t rank = m.sizes.size() - lead;
+  if (rank <= shape.size() && std::equal(m.sizes.begin() + lead, m.sizes.end(), shape.end() - rank))
+    return Fit::Trailing;
+  return std::nullopt;
+}
+
+// An operand of a fused op: a tensor value (how it fits the kernel's shape) or a number.
 struct Operand {
   int value = -1;  // -1: a number
   double number = 0;
+  Fit fit = Fit::Full;
 };
 
-// A node the kernel can hold: its op code (unary or binary) and operands.
-struct PointwiseOp {
-  int node;
-  bool unary;
-  int code;
+// A node the kernel holds: a unary or binary SIMD op, or a sum / mean over the last
+// dimension (keepdim); row: its result is one value per row.
+struct KernelOp {
+  enum Kind : uint8_t { Unary, Binary, Sum, Mean } kind;
+  int node, code = 0;
+  bool row = false;
   std::vector<Operand> operands;
 };
 
-// The node as a pointwise op over `shape`, or nothing.
-std::optional<PointwiseOp> pointwise(const Graph& g, int n) {
+// The node as an op of a kernel over `shape`, or nothing.
+std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
   const Graph::Node& node = g.nodes[n];
-  if (node.outputs.size() != 1) return std::nullopt;
-  const TensorMeta& out = g.values[node.outputs[0]].meta;
-  if (out.dtype != kFloat32 || !contiguous(out) || numel(out.sizes) == 0) return std::nullopt;
-  PointwiseOp p{n, true, 0, {}};
+  if (node.outputs.size() != 1 || numel(shape) == 0) return std::nullopt;
+  const auto out = fit(g.values[node.outputs[0]].meta, shape);
+  if (!out || *out == Fit::Trailing) return std::nullopt;
+  KernelOp op{KernelOp::Unary, n, 0, *out == Fit::Row, {}};
   size_t tensor_args = 1;
-  if (auto u = unary_of(node.op)) {
-    p.code = int(*u);
+  if (node.op == "sum" || node.op == "mean") {  // (input, dims, keepdim, dtype): the last dim, kept
+    op.kind = node.op == "sum" ? KernelOp::Sum : KernelOp::Mean;
+    const auto* dims = node.args.size() == 4 ? std::get_if<Dims>(&node.args[1].constant) : nullptr;
+    const auto* keep = node.args.size() == 4 ? std::get_if<bool>(&node.args[2].constant) : nullptr;
+    const int64_t last = int64_t(shape.size()) - 1;
+    if (!op.row || !dims || dims->size() != 1 || ((*dims)[0] != -1 && (*dims)[0] != last) || !keep || !*keep ||
+        !std::holds_alternative<std::monostate>(node.args[3].constant))
+      return std::nullopt;
+  } else if (auto u = unary_of(node.op)) {
+    op.code = int(*u);
   } else if (node.op == "gelu" && node.args.size() == 2) {
     const auto* a = std::get_if<std::string>(&node.args[1].constant);
     if (!a) return std::nullopt;
-    p.code = int(*a == "tanh" ? kernels::UnaryOp::gelu_tanh : kernels::UnaryOp::gelu_erf);
+    op.code = int(*a == "tanh" ? kernels::UnaryOp::gelu_tanh : kernels::UnaryOp::gelu_erf);
   } else if (auto b = binary_of(node.op)) {
-    p.unary = false;
-    p.code = int(*b);
+    op.kind = KernelOp::Binary;
+    op.code = int(*b);
     tensor_args = 2;
     if (node.args.size() > 2) {  // add/sub: alpha 1 only; div: no rounding mode
       const auto alpha = number(node.args[2].constant);
@@ -140,32 +171,42 @@ std::optional<PointwiseOp> pointwise(const Graph& g, int n) {
     Operand o;
     if (a.kind == Graph::Arg::Kind::Value) {
       const TensorMeta& m = g.values[a.value].meta;
-      if (m.dtype != kFloat32 || !contiguous(m)) return std::nullopt;
-      // the same shape, or the trailing dims of it (leading 1s dropped)
-      size_t lead = 0;
-      while (lead < m.sizes.size() && m.sizes[lead] == 1) ++lead;
-      const size_t rank = m.sizes.size() - lead;
-      if (rank > out.sizes.size() ||
-          !std::equal(m.sizes.begin() + lead, m.sizes.end(), out.sizes.begin() + (out.sizes.size() - rank)))
-        return std::nullopt;
-      if (i == 0 && numel(m.sizes) != numel(out.sizes)) return std::nullopt;  // the first sets the shape
+      const auto f = fit(m, shape);
+      if (!f) return std::nullopt;
+      // A reduction reads a whole row; a per-row result reads per-row values (or one number).
+      if ((op.kind == KernelOp::Sum || op.kind == KernelOp::Mean) && *f != Fit::Full) return std::nullopt;
+      if (op.row && op.kind < KernelOp::Sum && *f != Fit::Row && numel(m.sizes) != 1) return std::nullopt;
+      if (*f == Fit::Trailing && numel(m.sizes) != 1 && numel(m.sizes) % shape.back() != 0) return std::nullopt;
       o.value = a.value;
+      o.fit = numel(m.sizes) == 1 && *f != Fit::Full ? Fit::Trailing : *f;
     } else if (auto x = number(a.constant)) {
-      if (i == 0) return std::nullopt;
       o.number = *x;
     } else {
       return std::nullopt;
     }
-    p.operands.push_back(o);
+    op.operands.push_back(o);
   }
-  return p;
+  if (op.kind != KernelOp::Binary && op.operands[0].value < 0) return std::nullopt;
+  return op;
 }
 
-// A fused kernel: its ops in order, the tensors it reads and the values it writes.
+// The shape a kernel starting at node n would have: a reduction's input's, else the output's.
+std::optional<Dims> start_shape(const Graph& g, int n) {
+  const Graph::Node& node = g.nodes[n];
+  if (node.outputs.size() != 1) return std::nullopt;
+  if ((node.op == "sum" || node.op == "mean") && !node.args.empty() && node.args[0].kind == Graph::Arg::Kind::Value)
+    return g.values[node.args[0].value].meta.sizes;
+  return g.values[node.outputs[0]].meta.sizes;
+}
+
+// A fused kernel: its ops in order, the tensors it reads and the values it writes. In row
+// mode (a reduction or a per-row value inside) it walks rows of C = shape.back() elements,
+// otherwise tiles of kTile.
 struct Kernel {
-  std::vector<PointwiseOp> ops;
+  std::vector<KernelOp> ops;
   std::vector<int> inputs, outputs;
   Dims shape;
+  bool rows = false;
 };
 
 // The plan: steps in order, each a node run through the registry or a kernel.
@@ -192,8 +233,9 @@ Plan plan(const Graph& g) {
     } else {
       const int first = open->ops.front().node, last = open->ops.back().node;
       std::vector<bool> made(g.values.size(), false);
-      for (const PointwiseOp& op : open->ops) made[g.nodes[op.node].outputs[0]] = true;
-      for (const PointwiseOp& op : open->ops) {
+      for (const KernelOp& op : open->ops) made[g.nodes[op.node].outputs[0]] = true;
+      for (const KernelOp& op : open->ops) {
+        open->rows = open->rows || op.row;
         for (const Operand& o : op.operands)
           if (o.value >= 0 && !made[o.value] &&
               std::find(open->inputs.begin(), open->inputs.end(), o.value) == open->inputs.end())
@@ -205,20 +247,27 @@ Plan plan(const Graph& g) {
             break;
           }
       }
+      for (int v : open->inputs) open->rows = open->rows || fit(g.values[v].meta, open->shape) == Fit::Row;
       p.steps.emplace_back(std::move(*open));
       ++p.kernels;
     }
     open.reset();
   };
   for (size_t n = 0; n < g.nodes.size(); ++n) {
-    std::optional<PointwiseOp> op = pointwise(g, int(n));
-    const Dims* shape = op ? &g.values[g.nodes[n].outputs[0]].meta.sizes : nullptr;
-    if (open && (!op || *shape != open->shape)) close();
+    if (open) {
+      if (auto op = kernel_op(g, int(n), open->shape)) {
+        open->ops.push_back(std::move(*op));
+        continue;
+      }
+      close();
+    }
+    const auto shape = start_shape(g, int(n));
+    auto op = shape ? kernel_op(g, int(n), *shape) : std::nullopt;
     if (!op) {
       p.steps.emplace_back(int(n));
       continue;
     }
-    if (!open) open = Kernel{{}, {}, {}, *shape};
+    open = Kernel{{}, {}, {}, *shape, false};
     open->ops.push_back(std::move(*op));
   }
   close();
@@ -231,21 +280,23 @@ std::string float_literal(double v) {
   return std::string(b) + "f";
 }
 
-// A buffer's name: t3, c0.
+// A buffer's name: t3, c0, r2.
 std::string slot(char kind, int i) {
   std::string s(1, kind);
   s += std::to_string(i);
   return s;
 }
 
-// The source of kernel k: flb_kernel_<k>(const flb_args*).
+// The source of kernel k: flb_kernel_<k>(const flb_args*). A span is a tile (kTile
+// elements, the last one shorter) or, in row mode, a row of C elements; `s` is its first
+// element, `m` its length, `row` its index.
 std::string kernel_source(const Graph& g, const Kernel& k, int index) {
-  std::ostringstream s;
-  std::map<int, std::string> where;  // value -> the expression of its tile
+  const std::string span = k.rows ? "a.cols" : std::to_string(kTile);
+  std::map<int, std::string> where;  // value -> the expression of its span (or its row value)
   std::map<int, int> input_of, output_of;
   for (size_t i = 0; i < k.inputs.size(); ++i) input_of[k.inputs[i]] = int(i);
   for (size_t i = 0; i < k.outputs.size(); ++i) output_of[k.outputs[i]] = int(i);
-  // The last op reading each value made in the kernel: its buffer is free after it.
+  // The last op reading each value: its buffer is free after it.
   std::map<int, size_t> last_use;
   for (size_t i = 0; i < k.ops.size(); ++i)
     for (const Operand& o : k.ops[i].operands)
@@ -258,65 +309,114 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
     return int(busy.size()) - 1;
   };
   std::map<int, int> buffer_of;
-  std::ostringstream body, numbers;
+  std::ostringstream body, setup;
   std::map<double, int> number_buffers;
-  // Broadcast inputs are copied into a buffer per tile; full ones are read in place.
+  int row_values = 0;
   for (const auto& [v, i] : input_of) {
-    if (numel(g.values[v].meta.sizes) == numel(k.shape)) {
-      where[v] = "(a.in[" + std::to_string(i) + "] + s)";
-    } else {
+    const int64_t n = numel(g.values[v].meta.sizes);
+    const std::string in = "a.in[" + std::to_string(i) + "]";
+    const auto f = fit(g.values[v].meta, k.shape);
+    if (f == Fit::Full) {
+      where[v] = "(" + in + " + s)";
+    } else if (f == Fit::Row && n != 1) {
+      where[v] = "(" + in + " + row)";
+    } else if (n == 1) {  // one number for every element: filled once
+      const int b = take();
+      where[v] = slot('t', b);
+      setup << "  for (int64_t e = 0; e < " << span << "; ++e) t" << b << "[e] = " << in << "[0];\n";
+    } else if (k.rows) {  // a multiple of a row: read in place
+      where[v] = "(" + in + " + s % a.period[" + std::to_string(i) + "])";
+    } else {  // copied into a buffer per tile
       const int b = take();
       buffer_of[v] = b;
       where[v] = slot('t', b);
-      body << "    { const float* x = a.in[" << i << "]; const int64_t p = a.period[" << i
+      body << "    { const float* x = " << in << "; const int64_t p = a.period[" << i
            << "]; int64_t j = s % p; for (int64_t e = 0; e < m; ++e) { t" << b
            << "[e] = x[j]; if (++j == p) j = 0; } }\n";
     }
   }
+  auto is_row_value = [&](int v) { return fit(g.values[v].meta, k.shape) == Fit::Row && numel(k.shape) != numel(g.values[v].meta.sizes); };
   for (size_t i = 0; i < k.ops.size(); ++i) {
-    const PointwiseOp& op = k.ops[i];
+    const KernelOp& op = k.ops[i];
     std::vector<std::string> args;
+    std::vector<int> temps;  // buffers holding a per-row value spread over the row
     for (const Operand& o : op.operands) {
-      if (o.value >= 0) {
+      if (o.value < 0) {
+        auto [it, fresh] = number_buffers.emplace(o.number, int(number_buffers.size()));
+        if (fresh)
+          setup << "  for (int64_t e = 0; e < " << span << "; ++e) c" << it->second << "[e] = "
+                << float_literal(o.number) << ";\n";
+        args.push_back(slot('c', it->second));
+      } else if (!op.row && is_row_value(o.value)) {
+        const int b = take();
+        temps.push_back(b);
+        body << "    for (int64_t e = 0; e < m; ++e) t" << b << "[e] = " << where.at(o.value) << "[0];\n";
+        args.push_back(slot('t', b));
+      } else {
         args.push_back(where.at(o.value));
-        continue;
       }
-      auto [it, fresh] = number_buffers.emplace(o.number, int(number_buffers.size()));
-      if (fresh)
-        numbers << "  alignas(64) float c" << it->second << "[" << kTile << "]; for (int64_t e = 0; e < " << kTile
-                << "; ++e) c" << it->second << "[e] = " << float_literal(o.number) << ";\n";
-      args.push_back(slot('c', it->second));
     }
-    // Buffers whose values die here are free for this op's result.
     for (const Operand& o : op.operands)
       if (o.value >= 0 && buffer_of.count(o.value) && last_use[o.value] == i) busy[buffer_of[o.value]] = false;
     const int v = g.nodes[op.node].outputs[0];
     std::string dst;
     if (output_of.count(v)) {
-      dst = "(a.out[" + std::to_string(output_of[v]) + "] + s)";
+      dst = "(a.out[" + std::to_string(output_of[v]) + "] + " + (op.row ? "row)" : "s)");
+    } else if (op.row) {
+      dst = slot('r', row_values++);
+      body << "    float " << dst << "[1];\n";
     } else {
       const int b = take();
       buffer_of[v] = b;
       dst = slot('t', b);
     }
     where[v] = dst;
+    const std::string len = op.row ? "1" : "m";
     body << "    // " << g.nodes[op.node].op << " -> %" << v << "\n    ";
-    if (op.unary)
-      body << "a.rt->unary_f32(" << op.code << ", " << args[0] << ", " << dst << ", m);\n";
-    else
-      body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", m);\n";
+    switch (op.kind) {
+      case KernelOp::Unary:
+        body << "a.rt->unary_f32(" << op.code << ", " << args[0] << ", " << dst << ", " << len << ");\n";
+        break;
+      case KernelOp::Binary:
+        body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", " << len
+             << ");\n";
+        break;
+      case KernelOp::Sum: body << dst << "[0] = float(a.rt->sum_f32(" << args[0] << ", m));\n"; break;
+      case KernelOp::Mean:  // eager: the float sum divided by the count, in float
+        body << dst << "[0] = float(a.rt->sum_f32(" << args[0] << ", m)) / float(m);\n";
+        break;
+    }
+    for (int b : temps) busy[b] = false;
   }
+  std::ostringstream s;
   s << "static void body_" << index << "(void* ctx, int64_t lo, int64_t hi) {\n"
-    << "  const flb_args& a = *static_cast<const flb_args*>(ctx);\n"
-    << numbers.str();
-  for (size_t b = 0; b < busy.size(); ++b) s << "  alignas(64) float t" << b << "[" << kTile << "];\n";
-  s << "  for (int64_t tile = lo; tile < hi; ++tile) {\n"
-    << "    const int64_t s = tile * " << kTile << ", m = a.n - s < " << kTile << " ? a.n - s : " << kTile << ";\n"
-    << body.str() << "  }\n}\n"
-    << "extern \"C\" void flb_kernel_" << index << "(const flb_args* a) {\n"
-    << "  const int64_t tiles = (a->n + " << kTile - 1 << ") / " << kTile << ";\n"
-    << "  a->rt->parallel_for(0, tiles, " << kSerialTiles << ", body_" << index
-    << ", const_cast<flb_args*>(a));\n}\n";
+    << "  const flb_args& a = *static_cast<const flb_args*>(ctx);\n";
+  const size_t buffers = busy.size() + number_buffers.size();
+  if (k.rows)  // rows may be long: the buffers on the heap
+    s << "  float* mem = new float[" << buffers << " * a.cols];\n";
+  for (size_t b = 0; b < busy.size(); ++b)
+    s << (k.rows ? "  float* t" + std::to_string(b) + " = mem + " + std::to_string(b) + " * a.cols;\n"
+                 : "  alignas(64) float t" + std::to_string(b) + "[" + std::to_string(kTile) + "];\n");
+  for (size_t c = 0; c < number_buffers.size(); ++c)
+    s << (k.rows ? "  float* c" + std::to_string(c) + " = mem + " + std::to_string(busy.size() + c) + " * a.cols;\n"
+                 : "  alignas(64) float c" + std::to_string(c) + "[" + std::to_string(kTile) + "];\n");
+  s << setup.str();
+  if (k.rows)
+    s << "  for (int64_t row = lo; row < hi; ++row) {\n"
+      << "    const int64_t s = row * a.cols, m = a.cols;\n";
+  else
+    s << "  for (int64_t tile = lo; tile < hi; ++tile) {\n"
+      << "    const int64_t s = tile * " << kTile << ", m = a.n - s < " << kTile << " ? a.n - s : " << kTile << ";\n";
+  s << body.str() << "  }\n";
+  if (k.rows) s << "  delete[] mem;\n";
+  s << "}\nextern \"C\" void flb_kernel_" << index << "(const flb_args* a) {\n";
+  if (k.rows)
+    s << "  const int64_t rows = a->n / a->cols, grain = " << kSerialTiles * kTile << " / a->cols + 1;\n"
+      << "  a->rt->parallel_for(0, rows, grain, body_" << index << ", const_cast<flb_args*>(a));\n}\n";
+  else
+    s << "  const int64_t tiles = (a->n + " << kTile - 1 << ") / " << kTile << ";\n"
+      << "  a->rt->parallel_for(0, tiles, " << kSerialTiles << ", body_" << index
+      << ", const_cast<flb_args*>(a));\n}\n";
   return s.str();
 }
 
@@ -335,7 +435,7 @@ struct KernelArgs {
   const float* const* in;
   const int64_t* period;
   float* const* out;
-  int64_t n;
+  int64_t n, cols;
 };
 
 bool needs_grad(const Graph& g, const std::vector<Tensor>& inputs) {
@@ -378,10 +478,11 @@ CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs
       }
       std::vector<float*> out_ptrs;
       for (int v : kern.outputs) {
-        env[v] = empty(kern.shape, kFloat32);
+        env[v] = empty(g.values[v].meta.sizes, kFloat32);  // the shape, or one value per row
         out_ptrs.push_back(env[v].data<float>());
       }
-      const KernelArgs args{&runtime(), in_ptrs.data(), periods.data(), out_ptrs.data(), numel(kern.shape)};
+      const KernelArgs args{&runtime(), in_ptrs.data(), periods.data(), out_ptrs.data(), numel(kern.shape),
+                            kern.shape.empty() ? 1 : kern.shape.back()};
       (*fns)[k++](&args);
     }
     std::vector<Tensor> outs;
