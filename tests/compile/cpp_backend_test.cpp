@@ -190,3 +190,18 @@ TEST(CppBackend, RowReductionsFuseRmsNormBitwise) {
   EXPECT_NE(src.find("sum_f32"), std::string::npos) << src;
   EXPECT_NE(src.find("row"), std::string::npos) << src;
 }
+
+// add, sub, mul and div are written inline, a chain of them as one expression per element
+// (each operation rounded as eager rounds it).
+TEST(CppBackend, ArithmeticChainsBecomeOneExpression) {
+  TempCache cache;
+  auto fn = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{((in[0] * 2.0 + in[1]) / 3.0 - in[0]) * in[1]};
+  };
+  expect_compiled_equals_eager(fn, {seeded({3000}, 14), seeded({3000}, 15)}, "arithmetic");
+  Compiled f = compile(fn, {"cpp"});
+  (void)f({seeded({8}, 1), seeded({8}, 2)});
+  const std::string src = generated_source(f.graph(0));
+  EXPECT_EQ(src.find("binary_f32("), src.rfind("binary_f32("));  // only its declaration
+  EXPECT_NE(src.find("((((a.in[0] + s)[e] * 0x1p+1f) + (a.in[1] + s)[e]) / 0x1.8p+1f)"), std::string::npos) << src;
+}

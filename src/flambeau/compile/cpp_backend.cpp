@@ -158,8 +158,10 @@ std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
     tensor_args = 2;
     if (node.args.size() > 2) {  // add/sub: alpha 1 only; div: no rounding mode
       const auto alpha = number(node.args[2].constant);
-      const bool plain = node.op == "div" ? std::holds_alternative<std::monostate>(node.args[2].constant)
-                                          : alpha && *alpha == 1.0;
+      const auto* mode = std::get_if<std::string>(&node.args[2].constant);  // C++ reports None as ""
+      const bool plain = node.op == "div"
+                             ? std::holds_alternative<std::monostate>(node.args[2].constant) || (mode && mode->empty())
+                             : alpha && *alpha == 1.0;
       if (!plain || node.args.size() > 3) return std::nullopt;
     }
   } else {
@@ -335,30 +337,62 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
            << "[e] = x[j]; if (++j == p) j = 0; } }\n";
     }
   }
-  auto is_row_value = [&](int v) { return fit(g.values[v].meta, k.shape) == Fit::Row && numel(k.shape) != numel(g.values[v].meta.sizes); };
+  auto is_row_value = [&](int v) {
+    return fit(g.values[v].meta, k.shape) == Fit::Row && numel(k.shape) != numel(g.values[v].meta.sizes);
+  };
+  // add, sub, mul and div are written inline: one IEEE operation per element, the same bits
+  // as the SIMD kernel's (no FMA contraction: -ffp-contract=off). An inline result read
+  // only by the next op, inline too, is not stored: it is that op's subexpression.
+  auto is_inline = [](const KernelOp& op) {
+    return op.kind == KernelOp::Binary && op.code <= int(kernels::SimdBinaryOp::div);
+  };
+  std::map<int, int> uses;
+  for (const KernelOp& op : k.ops)
+    for (const Operand& o : op.operands)
+      if (o.value >= 0) ++uses[o.value];
+  std::map<int, std::string> lazy;  // deferred inline results: their element expression
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const KernelOp& op = k.ops[i];
-    std::vector<std::string> args;
+    const bool inline_op = is_inline(op);
+    std::vector<std::string> args, elems;  // operand pointers; inline: each element's expression
     std::vector<int> temps;  // buffers holding a per-row value spread over the row
     for (const Operand& o : op.operands) {
       if (o.value < 0) {
+        elems.push_back(float_literal(o.number));
         auto [it, fresh] = number_buffers.emplace(o.number, int(number_buffers.size()));
-        if (fresh)
+        if (fresh && !inline_op)
           setup << "  for (int64_t e = 0; e < " << span << "; ++e) c" << it->second << "[e] = "
                 << float_literal(o.number) << ";\n";
-        args.push_back(slot('c', it->second));
+        if (!inline_op) args.push_back(slot('c', it->second));
+        else if (fresh) number_buffers.erase(it);
+      } else if (lazy.count(o.value)) {
+        elems.push_back(lazy.at(o.value));
       } else if (!op.row && is_row_value(o.value)) {
-        const int b = take();
-        temps.push_back(b);
-        body << "    for (int64_t e = 0; e < m; ++e) t" << b << "[e] = " << where.at(o.value) << "[0];\n";
-        args.push_back(slot('t', b));
+        elems.push_back(where.at(o.value) + "[0]");
+        if (!inline_op) {
+          const int b = take();
+          temps.push_back(b);
+          body << "    for (int64_t e = 0; e < m; ++e) t" << b << "[e] = " << where.at(o.value) << "[0];\n";
+          args.push_back(slot('t', b));
+        }
       } else {
         args.push_back(where.at(o.value));
+        elems.push_back(where.at(o.value) + "[e]");
       }
     }
     for (const Operand& o : op.operands)
       if (o.value >= 0 && buffer_of.count(o.value) && last_use[o.value] == i) busy[buffer_of[o.value]] = false;
     const int v = g.nodes[op.node].outputs[0];
+    auto next_reads = [&] {
+      if (i + 1 == k.ops.size() || !is_inline(k.ops[i + 1]) || k.ops[i + 1].row != op.row) return false;
+      for (const Operand& o : k.ops[i + 1].operands)
+        if (o.value == v) return true;
+      return false;
+    };
+    if (inline_op && !output_of.count(v) && uses[v] == 1 && next_reads()) {
+      lazy[v] = "(" + elems[0] + " " + std::string(1, "+-*/"[op.code]) + " " + elems[1] + ")";
+      continue;
+    }
     std::string dst;
     if (output_of.count(v)) {
       dst = "(a.out[" + std::to_string(output_of[v]) + "] + " + (op.row ? "row)" : "s)");
@@ -378,8 +412,12 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
         body << "a.rt->unary_f32(" << op.code << ", " << args[0] << ", " << dst << ", " << len << ");\n";
         break;
       case KernelOp::Binary:
-        body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", " << len
-             << ");\n";
+        if (inline_op)
+          body << "for (int64_t e = 0; e < " << len << "; ++e) " << dst << "[e] = " << elems[0] << " "
+               << "+-*/"[op.code] << " " << elems[1] << ";\n";
+        else
+          body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", " << len
+               << ");\n";
         break;
       case KernelOp::Sum: body << dst << "[0] = float(a.rt->sum_f32(" << args[0] << ", m));\n"; break;
       case KernelOp::Mean:  // eager: the float sum divided by the count, in float
