@@ -166,8 +166,9 @@ TEST(CppBackend, GraphsThatNeedGradientsRunEagerly) {
   EXPECT_TRUE(bitwise_equal(g, w.grad()));
 }
 
-// Reductions over the last dimension join the kernel, which then walks rows: RMSNorm and a
-// centring written with ops, bitwise equal to eager (eager's row sums, in its order).
+// Reductions over the last dimension join the kernel, which then walks rows: RMSNorm, a
+// centring and softmax written with ops, bitwise equal to eager (eager's row sums, in its
+// order, and row maxima).
 TEST(CppBackend, RowReductionsFuseRmsNormBitwise) {
   TempCache cache;
   auto rms = [](const std::vector<Tensor>& in) {
@@ -179,11 +180,20 @@ TEST(CppBackend, RowReductionsFuseRmsNormBitwise) {
     const Tensor mu = x.mean({-1}, true);
     return std::vector<Tensor>{(x - mu) * 2.0 + sum(x, {-1}, true), mu};
   };
+  auto softmax_ops = [](const std::vector<Tensor>& in) {
+    const Tensor e = exp(in[0] - in[0].amax({-1}, true));
+    return std::vector<Tensor>{e / sum(e, {-1}, true), in[0] - in[0].amin({-1}, true)};
+  };
   for (const Dims& shape : {Dims{37, 300}, Dims{2, 5, 64}}) {
     const Tensor x = seeded(shape, 12), w = seeded({shape.back()}, 13);
     expect_compiled_equals_eager(rms, {x, w}, "rms");
     expect_compiled_equals_eager(centred, {x}, "centred");
+    expect_compiled_equals_eager(softmax_ops, {x * 10.0}, "softmax");
   }
+  Compiled sm = compile(softmax_ops, {"cpp"});
+  (void)sm({seeded({4, 8}, 1)});
+  EXPECT_EQ(sm.graph(0).nodes.size(), 7u);
+  EXPECT_NE(generated_source(sm.graph(0)).find("max_f32(("), std::string::npos);
   Compiled f = compile(rms, {"cpp"});
   (void)f({seeded({8, 16}, 1), seeded({16}, 2)});
   const std::string src = generated_source(f.graph(0));

@@ -26,6 +26,8 @@ struct Runtime {
   void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);
   void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx);
   double (*sum_f32)(const float* x, int64_t n);
+  float (*max_f32)(const float* x, int64_t n);
+  float (*min_f32)(const float* x, int64_t n);
 };
 
 const Runtime& runtime() {
@@ -37,7 +39,9 @@ const Runtime& runtime() {
       [](int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx) {
         parallel_for(begin, end, grain, [&](int64_t lo, int64_t hi) { fn(ctx, lo, hi); });
       },
-      [](const float* x, int64_t n) { return kernels::sum_f32(x, n); }};
+      [](const float* x, int64_t n) { return kernels::sum_f32(x, n); },
+      [](const float* x, int64_t n) { return kernels::max_f32(x, n); },
+      [](const float* x, int64_t n) { return kernels::min_f32(x, n); }};
   return r;
 }
 
@@ -47,6 +51,8 @@ struct flb_runtime {
   void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);
   void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx);
   double (*sum_f32)(const float* x, int64_t n);
+  float (*max_f32)(const float* x, int64_t n);
+  float (*min_f32)(const float* x, int64_t n);
 };
 struct flb_args {
   const flb_runtime* rt;
@@ -95,6 +101,8 @@ int64_t numel(const Dims& d) {
   return n;
 }
 
+bool is_reduction(const std::string& op) { return op == "sum" || op == "mean" || op == "amax" || op == "amin"; }
+
 // How a tensor operand lines up with the kernel's shape [..., C]: the same shape (Full),
 // one value per row ([..., 1]: Row), or the trailing dimensions of it, broadcast over the
 // leading ones (Trailing, a bias; a one-element tensor is one too).
@@ -121,10 +129,10 @@ struct Operand {
   Fit fit = Fit::Full;
 };
 
-// A node the kernel holds: a unary or binary SIMD op, or a sum / mean over the last
-// dimension (keepdim); row: its result is one value per row.
+// A node the kernel holds: a unary or binary SIMD op, or a sum / mean / amax / amin over
+// the last dimension (keepdim); row: its result is one value per row.
 struct KernelOp {
-  enum Kind : uint8_t { Unary, Binary, Sum, Mean } kind;
+  enum Kind : uint8_t { Unary, Binary, Sum, Mean, Max, Min } kind;
   int node, code = 0;
   bool row = false;
   std::vector<Operand> operands;
@@ -138,13 +146,16 @@ std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
   if (!out || *out == Fit::Trailing) return std::nullopt;
   KernelOp op{KernelOp::Unary, n, 0, *out == Fit::Row, {}};
   size_t tensor_args = 1;
-  if (node.op == "sum" || node.op == "mean") {  // (input, dims, keepdim, dtype): the last dim, kept
-    op.kind = node.op == "sum" ? KernelOp::Sum : KernelOp::Mean;
-    const auto* dims = node.args.size() == 4 ? std::get_if<Dims>(&node.args[1].constant) : nullptr;
-    const auto* keep = node.args.size() == 4 ? std::get_if<bool>(&node.args[2].constant) : nullptr;
+  if (is_reduction(node.op)) {  // (input, dims, keepdim[, dtype]): the last dim, kept
+    static const std::map<std::string, KernelOp::Kind> kinds{
+        {"sum", KernelOp::Sum}, {"mean", KernelOp::Mean}, {"amax", KernelOp::Max}, {"amin", KernelOp::Min}};
+    op.kind = kinds.at(node.op);
+    const size_t arity = op.kind == KernelOp::Max || op.kind == KernelOp::Min ? 3 : 4;
+    const auto* dims = node.args.size() == arity ? std::get_if<Dims>(&node.args[1].constant) : nullptr;
+    const auto* keep = node.args.size() == arity ? std::get_if<bool>(&node.args[2].constant) : nullptr;
     const int64_t last = int64_t(shape.size()) - 1;
     if (!op.row || !dims || dims->size() != 1 || ((*dims)[0] != -1 && (*dims)[0] != last) || !keep || !*keep ||
-        !std::holds_alternative<std::monostate>(node.args[3].constant))
+        (arity == 4 && !std::holds_alternative<std::monostate>(node.args[3].constant)))
       return std::nullopt;
   } else if (auto u = unary_of(node.op)) {
     op.code = int(*u);
@@ -176,7 +187,7 @@ std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
       const auto f = fit(m, shape);
       if (!f) return std::nullopt;
       // A reduction reads a whole row; a per-row result reads per-row values (or one number).
-      if ((op.kind == KernelOp::Sum || op.kind == KernelOp::Mean) && *f != Fit::Full) return std::nullopt;
+      if (op.kind >= KernelOp::Sum && *f != Fit::Full) return std::nullopt;
       if (op.row && op.kind < KernelOp::Sum && *f != Fit::Row && numel(m.sizes) != 1) return std::nullopt;
       if (*f == Fit::Trailing && numel(m.sizes) != 1 && numel(m.sizes) % shape.back() != 0) return std::nullopt;
       o.value = a.value;
@@ -196,7 +207,7 @@ std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
 std::optional<Dims> start_shape(const Graph& g, int n) {
   const Graph::Node& node = g.nodes[n];
   if (node.outputs.size() != 1) return std::nullopt;
-  if ((node.op == "sum" || node.op == "mean") && !node.args.empty() && node.args[0].kind == Graph::Arg::Kind::Value)
+  if (is_reduction(node.op) && !node.args.empty() && node.args[0].kind == Graph::Arg::Kind::Value)
     return g.values[node.args[0].value].meta.sizes;
   return g.values[node.outputs[0]].meta.sizes;
 }
@@ -423,6 +434,8 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
       case KernelOp::Mean:  // eager: the float sum divided by the count, in float
         body << dst << "[0] = float(a.rt->sum_f32(" << args[0] << ", m)) / float(m);\n";
         break;
+      case KernelOp::Max: body << dst << "[0] = a.rt->max_f32(" << args[0] << ", m);\n"; break;
+      case KernelOp::Min: body << dst << "[0] = a.rt->min_f32(" << args[0] << ", m);\n"; break;
     }
     for (int b : temps) busy[b] = false;
   }
