@@ -17,6 +17,7 @@ apt_packages=(
   clang "libclang-rt-$clang_major-dev" fortunes
   dataset-fashion-mnist
   libgloo-dev libopenmpi-dev openmpi-bin
+  g++-aarch64-linux-gnu qemu-user
 )
 missing=()
 for p in "${apt_packages[@]}"; do

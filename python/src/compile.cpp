@@ -1,5 +1,6 @@
 // flambeau._C._compile: the compiler of src/flambeau/compile (trace, graph, backends) for
 // flambeau.compile and flambeau.compiler (python/flambeau/_compile.py).
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
 
 #include "bindings.h"
@@ -44,9 +45,10 @@ void bind_compile(nb::module_& m) {
         return cc::interpret(g, in);
       });
   nb::class_<cc::Compiled>(c, "Compiled")
-      .def("__init__", [](cc::Compiled* self, nb::object fn, std::string backend, bool fullgraph, int limit) {
-        new (self) cc::Compiled(python_fn(std::move(fn)), {std::move(backend), fullgraph, limit});
-      }, "fn"_a, "backend"_a, "fullgraph"_a, "cache_size_limit"_a)
+      .def("__init__", [](cc::Compiled* self, nb::object fn, std::string backend, bool fullgraph, int limit,
+                          std::map<std::string, std::string> options) {
+        new (self) cc::Compiled(python_fn(std::move(fn)), {std::move(backend), fullgraph, limit, std::move(options)});
+      }, "fn"_a, "backend"_a, "fullgraph"_a, "cache_size_limit"_a, "options"_a)
       .def("__call__", [](cc::Compiled& f, const std::vector<Tensor>& in) { return f(in); })
       .def("call", &cc::Compiled::call, "inputs"_a)
       .def_prop_ro("traces", &cc::Compiled::traces)

@@ -215,3 +215,36 @@ TEST(CppBackend, ArithmeticChainsBecomeOneExpression) {
   EXPECT_EQ(src.find("binary_f32("), src.rfind("binary_f32("));  // only its declaration
   EXPECT_NE(src.find("((((a.in[0] + s)[e] * 0x1p+1f) + (a.in[1] + s)[e]) / 0x1.8p+1f)"), std::string::npos) << src;
 }
+
+// options {"target": "armv9-a+sve2", "sve_bits": 128|256}: the kernel built by the aarch64
+// cross compiler for SVE of that width and run under qemu-aarch64, against eager (its own
+// libm and summation order: within float rounding, not bitwise).
+TEST(CppBackend, Armv9SveKernelsUnderQemuMatchEager) {
+  for (const char* tool : {"/usr/bin/aarch64-linux-gnu-g++", "/usr/bin/qemu-aarch64"})
+    if (::access(tool, X_OK) != 0) GTEST_SKIP() << tool << " is not installed (g++-aarch64-linux-gnu, qemu-user)";
+  TempCache cache;
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const Tensor y = (sigmoid(x) * 1.5 + exp(x * 0.25)) / in[1];
+    return std::vector<Tensor>{y * rsqrt((y * y).mean({-1}, true) + 1e-6), y.amax({-1}, true)};
+  };
+  const Tensor x = seeded({37, 130}, 21), b = seeded({130}, 22, 1, 2);
+  const std::vector<Tensor> want = fn({x, b});
+  for (const char* bits : {"128", "256"}) {
+    CompileOptions o{"cpp", true, 8, {{"target", "armv9-a+sve2"}, {"sve_bits", bits}}};
+    Compiled f = compile(fn, o);
+    autograd::NoGradGuard no_grad;
+    (void)f({x, b});
+    const std::vector<Tensor> got = f({x, b});
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double err = (got[i] - want[i]).abs().amax({}, false).item<double>();
+      EXPECT_LE(err, 1e-5 * (1 + want[i].abs().amax({}, false).item<double>())) << bits << " bits, output " << i;
+    }
+  }
+  CompileOptions bad{"cpp", true, 8, {{"target", "riscv"}}};
+  EXPECT_THROW((void)compile(fn, bad)({x, b}), ValueError);
+  CompileOptions unfusable{"cpp", true, 8, {{"target", "armv9-a+sve2"}}};
+  EXPECT_THROW((void)compile([](const std::vector<Tensor>& in) { return std::vector<Tensor>{mm(in[0], in[0])}; },
+                             unfusable)({seeded({4, 4}, 1)}),
+               NotImplementedError);
+}

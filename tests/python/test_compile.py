@@ -4,6 +4,7 @@ each kind, results bitwise equal to eager (the "eager" backend replays the same 
 cache_size_limit, graph breaks (fullgraph raises naming the op; otherwise eager with one
 warning), the backend registry (names, callables, tags, the default), reset, disable,
 is_compiling, compiled modules and training through a compiled function."""
+import shutil
 import warnings
 
 import pytest
@@ -210,3 +211,26 @@ def test_decorator_forms():
 
     x = seeded(3)
     assert bitwise(f(x), x * 2 + 1) and bitwise(g(x)[0], x * 2 + 1)
+
+
+@pytest.mark.skipif(not (shutil.which("aarch64-linux-gnu-g++") and shutil.which("qemu-aarch64")),
+                    reason="needs g++-aarch64-linux-gnu and qemu-user")
+@pytest.mark.parametrize("bits", [128, 256])
+def test_armv9_sve_target_under_qemu(bits):
+    def fn(x, w):
+        y = fl.sigmoid(x) * 2.0 - x
+        return y * fl.rsqrt((y * y).mean(-1, keepdim=True) + 1e-6) * w
+
+    f = fl.compile(fn, options={"target": "armv9-a+sve2", "sve_bits": bits})
+    x, w = seeded(9, 40, seed=1), seeded(40, seed=2)
+    with fl.no_grad():
+        want = fn(x, w)
+        for _ in range(2):
+            assert float((f(x, w) - want).abs().max()) <= 1e-5 * (1 + float(want.abs().max()))
+
+
+def test_backend_options_are_checked():
+    with pytest.raises(ValueError, match="no option 'fast'"):
+        fl.compile(chain, options={"fast": True})(seeded(3), seeded(3))
+    with pytest.raises(ValueError, match="sve_bits"):
+        fl.compile(chain, options={"target": "armv9-a+sve2", "sve_bits": 512})(seeded(3), seeded(3))

@@ -15,7 +15,9 @@ Backends: a name, or a callable (graph, example_inputs) -> callable, as torch's;
 prints, has to_dot() and is callable on the inputs. Built in: "cpp" (the default: float32
 pointwise chains become generated C++ kernels built by the system compiler and cached on
 disk, $FLAMBEAU_CACHE_DIR or ~/.cache/flambeau/compile; the rest runs op by op) and "eager"
-(tag "debug": the graph's ops one by one).
+(tag "debug": the graph's ops one by one). The cpp backend's options: {"target":
+"armv9-a+sve2", "sve_bits": 128 | 256} builds the graph (one fused kernel) with Debian's
+aarch64 cross g++ and runs it under qemu-aarch64 (cross-target testing).
 """
 import atexit
 import functools
@@ -154,8 +156,9 @@ def _unflatten(spec, tensors):
 class _CompiledFunction:
     """What compile returns for a function (a module's wraps its __call__)."""
 
-    def __init__(self, fn, backend, fullgraph, limit, module=None):
+    def __init__(self, fn, backend, fullgraph, limit, module=None, options=None):
         self._fn, self._backend, self._fullgraph, self._limit = fn, backend, fullgraph, limit
+        self._options = {str(k): str(v) for k, v in (options or {}).items()}
         self._module = module
         self._entries = {}  # kind of call -> (_cc.Compiled, [output structure])
         self._warned_limit = False
@@ -192,7 +195,7 @@ class _CompiledFunction:
                 ran[0] = _flatten(fn(*a, **kw), outs)
                 return outs
 
-            entry = (_cc.Compiled(traced, self._backend, self._fullgraph, self._limit), specs, ran)
+            entry = (_cc.Compiled(traced, self._backend, self._fullgraph, self._limit, self._options), specs, ran)
             self._entries[key] = entry
         compiled, specs, ran = entry
         ran[0] = None
@@ -235,9 +238,10 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
     from flambeau.nn import Module
     if isinstance(model, Module):
         module = model
-        compiled = _CompiledFunction(lambda *a, **k: module(*a, **k), name, fullgraph, 8, module=module)
+        compiled = _CompiledFunction(lambda *a, **k: module(*a, **k), name, fullgraph, 8, module=module,
+                                     options=options)
         return _OptimizedModule(module, compiled)
-    return _CompiledFunction(model, name, fullgraph, 8)
+    return _CompiledFunction(model, name, fullgraph, 8, options=options)
 
 
 class _OptimizedModule:

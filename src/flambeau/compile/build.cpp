@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -134,49 +135,68 @@ void* Library::symbol(const std::string& name) const {
   return p;
 }
 
-Library load_library(const std::string& source) {
-  std::string key_text = source + "\n" + compiler() + "\n" + compiler_version();
-  for (const char* f : kFlags) key_text += std::string(" ") + f;
+Toolchain native_toolchain() {
+  Toolchain tc{compiler(), {}, ".so"};
+  for (const char* f : kFlags) tc.flags.emplace_back(f);
+  return tc;
+}
+
+std::string build(const std::string& source, const Toolchain& tc, bool* built,
+                  const std::function<bool(const std::string&)>& usable) {
+  std::string key_text = source + "\n" + tc.compiler + "\n" + (tc.compiler == compiler() ? compiler_version() : "");
+  for (const std::string& f : tc.flags) key_text += " " + f;
   const std::string key = hex(fnv1a(key_text));
-  // A cached entry: the library and its checksum file, which must agree.
+  if (built) *built = false;
+  // A cached entry: the artifact and its checksum file, which must agree.
   for (const fs::path& dir : {fs::path(cache_dir()), writable_dir()}) {
-    const fs::path so = dir / (key + ".so"), sum = dir / (key + ".sum");
+    const fs::path out = dir / (key + tc.suffix), sum = dir / (key + ".sum");
     std::error_code ec;
-    if (!fs::exists(so, ec) || !fs::exists(sum, ec)) continue;
-    if (read_file(sum) == hex(fnv1a(read_file(so))))
-      if (void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL)) return {h, so.string(), false};
-    fs::remove(so, ec);  // corrupt: rebuilt below
+    if (!fs::exists(out, ec) || !fs::exists(sum, ec)) continue;
+    if (read_file(sum) == hex(fnv1a(read_file(out))) && (!usable || usable(out.string()))) return out.string();
+    fs::remove(out, ec);  // corrupt: rebuilt below
     fs::remove(sum, ec);
   }
   const fs::path dir = writable_dir();
   const std::string tag = key + "." + std::to_string(getpid()) + "." + hex(fnv1a(std::to_string(std::rand())));
-  const fs::path src = dir / (key + ".cpp"), tmp_src = dir / (tag + ".cpp"), tmp_so = dir / (tag + ".so"),
-                 log = dir / (tag + ".log"), so = dir / (key + ".so"), sum = dir / (key + ".sum");
+  const fs::path src = dir / (key + ".cpp"), tmp_src = dir / (tag + ".cpp"), tmp_out = dir / (tag + tc.suffix),
+                 log = dir / (tag + ".log"), out = dir / (key + tc.suffix), sum = dir / (key + ".sum");
   std::error_code ec;
   FLB_CHECK(write_file(tmp_src, source), Error, "[compile] cannot write ", tmp_src.string(), " (disk full?)");
   fs::rename(tmp_src, src, ec);
-  std::vector<std::string> argv{compiler()};
-  for (const char* f : kFlags) argv.emplace_back(f);
-  argv.insert(argv.end(), {src.string(), "-o", tmp_so.string()});
+  std::vector<std::string> argv{tc.compiler};
+  argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
+  argv.insert(argv.end(), {src.string(), "-o", tmp_out.string()});
   ++g_compiler_runs;
   const int status = run(argv, log);
   if (status != 0) {
     std::string message = read_file(log);
     fs::remove(log, ec);
-    fs::remove(tmp_so, ec);
+    fs::remove(tmp_out, ec);
     if (message.size() > 4000) message = message.substr(0, 4000) + "...";
-    throw Error("[compile] " + compiler() + " failed (status " + std::to_string(status) + ") on the generated source " +
+    throw Error("[compile] " + tc.compiler + " failed (status " + std::to_string(status) + ") on the generated source " +
                 src.string() + ":\n" + message);
   }
   fs::remove(log, ec);
   const fs::path tmp_sum = dir / (tag + ".sum");
-  FLB_CHECK(write_file(tmp_sum, hex(fnv1a(read_file(tmp_so)))), Error, "[compile] cannot write ", tmp_sum.string());
-  fs::rename(tmp_so, so, ec);
+  FLB_CHECK(write_file(tmp_sum, hex(fnv1a(read_file(tmp_out)))), Error, "[compile] cannot write ", tmp_sum.string());
+  fs::rename(tmp_out, out, ec);
   if (!ec) fs::rename(tmp_sum, sum, ec);
-  FLB_CHECK(!ec, Error, "[compile] cannot move the library into ", dir.string(), ": ", ec.message());
-  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  FLB_CHECK(h, Error, "[compile] dlopen of ", so.string(), " failed: ", dlerror());
-  return {h, so.string(), true};
+  FLB_CHECK(!ec, Error, "[compile] cannot move the build into ", dir.string(), ": ", ec.message());
+  if (built) *built = true;
+  return out.string();
 }
+
+Library load_library(const std::string& source) {
+  void* handle = nullptr;
+  bool built = false;
+  const std::string path = build(source, native_toolchain(), &built, [&handle](const std::string& p) {
+    return (handle = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr;
+  });
+  if (!handle) handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  FLB_CHECK(handle, Error, "[compile] dlopen of ", path, " failed: ", dlerror());
+  return {handle, path, built};
+}
+
+int run_program(const std::vector<std::string>& argv, const std::string& log) { return run(argv, log); }
 
 }  // namespace flambeau::compiler

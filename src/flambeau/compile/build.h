@@ -8,7 +8,9 @@
 // The cache directory: $FLAMBEAU_CACHE_DIR, else $XDG_CACHE_HOME/flambeau/compile, else
 // ~/.cache/flambeau/compile. The compiler: $CXX, else g++.
 #pragma once
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace flambeau::compiler {
 
@@ -23,6 +25,21 @@ struct Library {
 // The library of `source` (C++17), built with -O3 -march=native when not cached. A compiler
 // error raises Error with the path of the source and the compiler's message.
 Library load_library(const std::string& source);
+
+// A compiler with its flags, and what it makes (".so": a shared library, "": a program).
+struct Toolchain {
+  std::string compiler;
+  std::vector<std::string> flags;
+  std::string suffix;
+};
+// $CXX (else g++) with -O3 -march=native ... -shared: libraries this process can load.
+Toolchain native_toolchain();
+// The path of what tc builds from source: the cached one when its checksum holds and
+// usable(path) (when given) accepts it, else a new build (*built tells which).
+std::string build(const std::string& source, const Toolchain& tc, bool* built = nullptr,
+                  const std::function<bool(const std::string&)>& usable = nullptr);
+// Runs argv (no shell) with its output into the file `log`; its exit status (-1: no start).
+int run_program(const std::vector<std::string>& argv, const std::string& log);
 
 std::string cache_dir();
 // How many times this process ran the compiler (tests check a warm cache starts none).

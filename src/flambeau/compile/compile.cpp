@@ -148,6 +148,15 @@ CompiledFn run_eagerly(const Graph& g) {
   return [g](const std::vector<Tensor>& inputs) { return interpret(g, inputs); };
 }
 
+namespace {
+thread_local const std::map<std::string, std::string>* t_backend_options = nullptr;
+}
+
+const std::map<std::string, std::string>& backend_options() {
+  static const std::map<std::string, std::string> none;
+  return t_backend_options ? *t_backend_options : none;
+}
+
 // ---- Compiled ------------------------------------------------------------------------------
 
 // One trace: the guards it holds under, and what runs it (none: run the function eagerly).
@@ -239,7 +248,15 @@ std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>&
     eliminate_dead_code(t.graph);
     for (const Tensor& c : t.graph.constants) e.constants.push_back(TensorMeta::of(c));
     const std::string name = s.options.backend.empty() ? get_default_backend() : s.options.backend;
-    e.run = lookup_backend(name)(t.graph, inputs);
+    const auto* outer = t_backend_options;
+    t_backend_options = &s.options.options;
+    try {
+      e.run = lookup_backend(name)(t.graph, inputs);
+    } catch (...) {
+      t_backend_options = outer;
+      throw;
+    }
+    t_backend_options = outer;
     FLB_CHECK(e.run, Error, "[compile] backend '", name, "' returned no function");
     e.graph = std::move(t.graph);
   }

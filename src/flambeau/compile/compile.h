@@ -15,6 +15,7 @@
 // differentiable as eager is).
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,7 +59,12 @@ struct CompileOptions {
   std::string backend;       // empty: the default backend at the first call
   bool fullgraph = false;    // a trace that breaks raises instead of running eagerly
   int cache_size_limit = 8;  // traces per function
+  std::map<std::string, std::string> options;  // for the backend (backend_options())
 };
+
+// The options of the compile whose backend is running on this thread (what a backend reads
+// its settings from; empty outside a backend call).
+const std::map<std::string, std::string>& backend_options();
 
 class Compiled {
  public:

@@ -1,6 +1,11 @@
 // See cpp_backend.h.
 #include "flambeau/compile/cpp_backend.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -498,11 +503,178 @@ bool needs_grad(const Graph& g, const std::vector<Tensor>& inputs) {
   return false;
 }
 
+// ---- Armv9-A (cross target) ---------------------------------------------------------------
+
+// Each unary op as a plain C++ expression of v (the cross target's own libm).
+std::string unary_expression(kernels::UnaryOp op) {
+  using U = kernels::UnaryOp;
+  static const std::map<U, std::string> special{
+      {U::neg, "-v"}, {U::abs, "std::fabs(v)"}, {U::sign, "float((v > 0) - (v < 0))"},
+      {U::rsqrt, "1.0f / std::sqrt(v)"}, {U::reciprocal, "1.0f / v"}, {U::sigmoid, "1.0f / (1.0f + std::exp(-v))"},
+      {U::relu, "v < 0 ? 0.0f : v"}, {U::silu, "std::isinf(v) && v < 0 ? 0.0f : v / (1.0f + std::exp(-v))"},
+      {U::round, "std::nearbyint(v)"},
+      {U::gelu_erf, "std::isinf(v) && v < 0 ? 0.0f : 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f))"},
+      {U::gelu_tanh, "0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)))"}};
+  if (auto it = special.find(op); it != special.end()) return it->second;
+#define FLB_NAME(name, ...) \
+  if (op == U::name) return std::string("std::") + #name + "(v)";
+  FLB_UNARY_OPS(FLB_NAME)
+#undef FLB_NAME
+  return "NAN";
+}
+
+// The runtime table and a main() around kernel 0: reads the inputs from argv[1], writes the
+// outputs to argv[2] (int64 header n, cols, inputs, outputs, then each input's length and
+// each output's length, then the float32 data).
+std::string cross_harness() {
+  std::ostringstream s;
+  s << "#include <cmath>\n#include <cstdio>\n#include <vector>\n"
+    << "static float flb_unary(int op, float v) {\n  switch (op) {\n";
+  for (int op = 0; op <= int(kernels::UnaryOp::gelu_tanh); ++op)
+    s << "    case " << op << ": return " << unary_expression(kernels::UnaryOp(op)) << ";\n";
+  s << R"(  }
+  return NAN;
+}
+static void rt_unary(int op, const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = flb_unary(op, x[i]); }
+static void rt_binary(int op, const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float p = a[i], q = b[i];
+    switch (op) {
+      case 0: y[i] = p + q; break;
+      case 1: y[i] = p - q; break;
+      case 2: y[i] = p * q; break;
+      case 3: y[i] = p / q; break;
+      case 4: y[i] = std::isnan(p) || std::isnan(q) ? NAN : (p > q ? p : q); break;
+      default: y[i] = std::isnan(p) || std::isnan(q) ? NAN : (p < q ? p : q); break;
+    }
+  }
+}
+static void rt_parallel(int64_t b, int64_t e, int64_t, void (*fn)(void*, int64_t, int64_t), void* ctx) { fn(ctx, b, e); }
+static double rt_sum(const float* x, int64_t n) { double s = 0; for (int64_t i = 0; i < n; ++i) s += x[i]; return s; }
+static float rt_extreme(const float* x, int64_t n, bool max) {
+  float m = max ? -INFINITY : INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return NAN;
+    m = max ? (x[i] > m ? x[i] : m) : (x[i] < m ? x[i] : m);
+  }
+  return m;
+}
+static float rt_max(const float* x, int64_t n) { return rt_extreme(x, n, true); }
+static float rt_min(const float* x, int64_t n) { return rt_extreme(x, n, false); }
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  FILE* f = std::fopen(argv[1], "rb");
+  int64_t h[4];
+  if (!f || std::fread(h, sizeof h, 1, f) != 1) return 3;
+  std::vector<int64_t> len(h[2] + h[3]);
+  if (std::fread(len.data(), sizeof(int64_t), len.size(), f) != len.size()) return 3;
+  std::vector<std::vector<float>> in(h[2]), out(h[3]);
+  std::vector<const float*> in_p;
+  std::vector<float*> out_p;
+  for (int64_t i = 0; i < h[2]; ++i) {
+    in[i].resize(len[i]);
+    if (std::fread(in[i].data(), sizeof(float), len[i], f) != size_t(len[i])) return 3;
+    in_p.push_back(in[i].data());
+  }
+  std::fclose(f);
+  for (int64_t i = 0; i < h[3]; ++i) out[i].resize(len[h[2] + i]), out_p.push_back(out[i].data());
+  const flb_runtime rt{rt_unary, rt_binary, rt_parallel, rt_sum, rt_max, rt_min};
+  const flb_args a{&rt, in_p.data(), len.data(), out_p.data(), h[0], h[1]};
+  flb_kernel_0(&a);
+  FILE* o = std::fopen(argv[2], "wb");
+  if (!o) return 4;
+  for (const auto& v : out) std::fwrite(v.data(), sizeof(float), v.size(), o);
+  return std::fclose(o) == 0 ? 0 : 4;
+}
+)";
+  return s.str();
+}
+
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string d; std::getline(dirs, d, ':');)
+    if (!d.empty() && ::access((d + "/" + program).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// The graph built for Armv9-A with SVE of `bits` and run under qemu-user: it must fuse into
+// one kernel (the harness has no op registry).
+CompiledFn cross_backend(const Graph& g, const Plan& p, int bits) {
+  FLB_CHECK(p.steps.size() == 1 && p.kernels == 1, NotImplementedError,
+            "[compile] target armv9-a+sve2: the graph must fuse into one kernel (float32 pointwise ops and last-dim "
+            "reductions), got ", g.nodes.size(), " ops in ", p.steps.size(), " steps");
+  const Kernel& k = std::get<Kernel>(p.steps[0]);
+  for (int v : g.outputs)
+    FLB_CHECK(std::find(k.outputs.begin(), k.outputs.end(), v) != k.outputs.end(), NotImplementedError,
+              "[compile] target armv9-a+sve2: every output must be computed by the kernel");
+  for (const char* tool : {"aarch64-linux-gnu-g++", "qemu-aarch64"})
+    FLB_CHECK(on_path(tool), Error, "[compile] target armv9-a+sve2 needs ", tool,
+              " (apt-get install g++-aarch64-linux-gnu qemu-user)");
+  const std::string source = std::string("// Generated by flambeau.compile (cpp backend, armv9-a+sve2).\n") +
+                             kRuntimeDecl + "\n" + kernel_source(g, k, 0) + cross_harness();
+  const Toolchain tc{"aarch64-linux-gnu-g++",
+                     {"-O3", "-march=armv9-a+sve2", "-msve-vector-bits=" + std::to_string(bits), "-static",
+                      "-std=c++17", "-ffp-contract=off"},
+                     ".aarch64"};
+  const std::string exe = build(source, tc);
+  return [g, k, exe, bits](const std::vector<Tensor>& inputs) {
+    std::vector<Tensor> env = bind(g, inputs);
+    std::vector<int64_t> header{numel(k.shape), k.shape.empty() ? 1 : k.shape.back(), int64_t(k.inputs.size()),
+                                int64_t(k.outputs.size())};
+    std::vector<Tensor> ins;
+    for (int v : k.inputs) ins.push_back(env[v].contiguous()), header.push_back(ins.back().numel());
+    for (int v : k.outputs) header.push_back(numel(g.values[v].meta.sizes));
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path();
+    const std::string tag = "flambeau-armv9-" + std::to_string(getpid()) + "-" + std::to_string(std::rand());
+    const fs::path in_file = dir / (tag + ".in"), out_file = dir / (tag + ".out"), log = dir / (tag + ".log");
+    {
+      std::ofstream f(in_file, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(header.data()), std::streamsize(header.size() * sizeof(int64_t)));
+      for (const Tensor& t : ins) f.write(static_cast<const char*>(t.data_ptr()), std::streamsize(t.numel() * 4));
+      FLB_CHECK(f.good(), Error, "[compile] cannot write ", in_file.string());
+    }
+    const int status = run_program(
+        {"qemu-aarch64", "-cpu", "max,sve-default-vector-length=" + std::to_string(bits / 8), exe, in_file, out_file},
+        log.string());
+    std::error_code ec;
+    std::ifstream f(out_file, std::ios::binary);
+    std::vector<Tensor> outs(g.values.size());
+    for (int v : k.outputs) {
+      env[v] = empty(g.values[v].meta.sizes, kFloat32);
+      f.read(static_cast<char*>(env[v].data_ptr()), std::streamsize(env[v].numel() * 4));
+    }
+    const bool ok = status == 0 && f.good();
+    f.close();
+    fs::remove(in_file, ec), fs::remove(out_file, ec), fs::remove(log, ec);
+    FLB_CHECK(ok, Error, "[compile] the armv9-a+sve2 kernel ", exe, " failed under qemu-aarch64 (status ", status, ")");
+    std::vector<Tensor> result;
+    for (int v : g.outputs) result.push_back(env[v]);
+    return result;
+  };
+}
+
 }  // namespace
 
 std::string generated_source(const Graph& g) { return source_of(g, plan(g)); }
 
 CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs) {
+  std::string target = "native";
+  int sve_bits = 128;
+  for (const auto& [key, value] : backend_options()) {
+    if (key == "target") target = value;
+    else if (key == "sve_bits") sve_bits = std::atoi(value.c_str());
+    else throw ValueError("[compile] the cpp backend has no option '" + key + "' (options: target, sve_bits)");
+  }
+  FLB_CHECK(target == "native" || target == "armv9-a+sve2", ValueError, "[compile] unknown target '", target,
+            "' (native or armv9-a+sve2)");
+  FLB_CHECK(sve_bits == 128 || sve_bits == 256, ValueError, "[compile] sve_bits must be 128 or 256, got ", sve_bits);
+  if (target != "native") {
+    FLB_CHECK(!needs_grad(g, example_inputs), NotImplementedError,
+              "[compile] target armv9-a+sve2 runs no backward: call it under no_grad");
+    return cross_backend(g, plan(g), sve_bits);
+  }
   if (needs_grad(g, example_inputs)) return run_eagerly(g);
   auto p = std::make_shared<Plan>(plan(g));
   if (p->kernels == 0) return run_eagerly(g);
