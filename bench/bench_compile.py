@@ -3,7 +3,9 @@ process, the four alternating call by call, medians; each compiled result is che
 against its eager one in the same run (flambeau's cpp backend: bitwise). Cases:
 - a 10-op pointwise chain on 4M float32 elements, and on 1K elements;
 - RMSNorm written with ops (x * rsqrt(mean(x^2) + eps) * w) on [4096, 1024], next to
-  flambeau's fused rms_norm.
+  flambeau's fused rms_norm;
+- flex_attention with a mask_mod written in Python (window 256, S=8192) against the native
+  sliding_window mod, create_block_mask included.
 Then compile times: flambeau cold (an empty cache directory) and warm (a new process, the
 same cache: no compiler run), torch.compile cold (fresh inductor cache). 2 threads.
 Usage: .venv/bin/python bench/bench_compile.py [reps]"""
@@ -73,6 +75,26 @@ def case(name, make, shapes, reps, fused=None):
     print(row, flush=True)
 
 
+def flex_case(reps):
+    """create_block_mask + flex_attention, window 256 at S=8192 (1 x 4 heads x 64), with the
+    mask_mod written in Python (compiled by create_block_mask) and with the native one."""
+    from flambeau.nn.attention import flex_attention as F
+    S, W = 8192, 256
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (fl.from_dlpack(torch.randn(1, 4, S, 64, generator=gen)) for _ in range(3))
+
+    def python_window(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) & (q_idx - kv_idx <= W)
+
+    def run(mod):
+        return F.flex_attention(q, k, v, block_mask=F.create_block_mask(mod, 1, 1, S, S))
+
+    assert bool((run(python_window) == run(F.sliding_window(W))).all())
+    tp, tn = medians([lambda: run(python_window), lambda: run(F.sliding_window(W))], reps)
+    print(f"\n- flex_attention (with create_block_mask) window {W}, S={S}: Python mask_mod {tp * 1e3:.1f} ms, "
+          f"native mod {tn * 1e3:.1f} ms: {tp / tn:.2f}x the native time")
+
+
 def compile_time(cache):
     """Seconds of the first call of a compiled 10-op chain in a new process with `cache`."""
     code = ("import time, flambeau as fl\n" + CHAIN +
@@ -114,6 +136,7 @@ def main():
     case("10-op pointwise chain, 1K fp32", chain, [(1024,), (1024,)], reps * 20)
     case("RMSNorm with ops, [4096, 1024]", rms, [(4096, 1024), (1024,)], reps,
          fused=lambda x, w: fl.nn.functional.rms_norm(x, (1024,), w, 1e-6))
+    flex_case(reps)
     with tempfile.TemporaryDirectory() as cache:
         cold = compile_time(cache)
         warm = compile_time(cache)

@@ -5,6 +5,7 @@
 #include <nanobind/stl/shared_ptr.h>
 
 #include "bindings.h"
+#include "flambeau/compile/mask_mod.h"
 #include "flambeau/nn/flex_attention.h"
 
 namespace flambeau::python {
@@ -41,6 +42,22 @@ void bind_flex(nb::module_& m) {
       .def_prop_ro("captured", [](const PyScoreMod& p) { return p.ptr->captured(); })
       .def("__repr__", [](const PyScoreMod& p) { return "<native score_mod " + p.ptr->name() + ">"; });
 
+  fm.def("compile_mask_mod", [](nb::object fn) {
+    // (native mask, "") or (None, why not): fn traced on index tensors, generated as C++.
+    auto holder = std::make_shared<nb::object>(std::move(fn));
+    const compiler::TensorFn traced = [holder](const std::vector<Tensor>& in) {
+      nb::object r = (*holder)(in[0], in[1], in[2], in[3]);
+      return std::vector<Tensor>{nb::cast<Tensor>(r)};
+    };
+    std::string why;
+    fa::MaskModPtr mask;
+    try {
+      mask = compiler::compile_mask_mod(traced, &why);
+    } catch (const std::exception& e) {  // the function's own error, or no compiler: the caller's path
+      why = e.what();
+    }
+    return mask ? nb::make_tuple(PyMaskMod{mask}, "") : nb::make_tuple(nb::none(), why);
+  }, "fn"_a);
   fm.def("noop_mask", [] { return PyMaskMod{fa::noop_mask()}; });
   fm.def("causal_mask", [] { return PyMaskMod{fa::causal_mask()}; });
   fm.def("sliding_window_mask", [](int64_t w) { return PyMaskMod{fa::sliding_window_mask(w)}; }, "window"_a);

@@ -234,3 +234,38 @@ def test_backend_options_are_checked():
         fl.compile(chain, options={"fast": True})(seeded(3), seeded(3))
     with pytest.raises(ValueError, match="sve_bits"):
         fl.compile(chain, options={"target": "armv9-a+sve2", "sve_bits": 512})(seeded(3), seeded(3))
+
+
+def test_python_mask_mods_compile_to_native_ones():
+    """create_block_mask compiles a mask_mod of integer and bool index arithmetic into a
+    native one: the same blocks and the same attention as the tensor evaluation (forced
+    here by a float comparison the generator refuses)."""
+    from flambeau.nn.attention import flex_attention as F
+
+    mods = {
+        "window": lambda b, h, q, kv: (q >= kv) & (q - kv <= 5),
+        "arith": lambda b, h, q, kv: ((q + kv) % 3 == 0) | (q // 4 == kv // 4) | (-q + abs(kv - 7) > 9),
+        "logical": lambda b, h, q, kv: fl.logical_and(q >= kv, fl.logical_not(kv % 2 == 1)) | (h == 1),
+        "where": lambda b, h, q, kv: fl.where(q > 10, fl.maximum(q, kv) == q, fl.minimum(q, kv) == kv),
+        "intervals": lambda b, h, q, kv: ((abs(q - kv) <= 9) ^ (q * -2 + kv > -30)) | ((kv - h * 16) == q)
+        | ((fl.maximum(q, kv) - fl.minimum(q, kv)) != 3) & (q < 8),
+    }
+    assert fl._C._flex.compile_mask_mod(lambda b, h, q, kv: (q * 0.5) >= kv)[0] is None
+    S = 40
+    qkv = [seeded(1, 2, S, 8, seed=i) for i in range(3)]
+    for name, mod in mods.items():
+        assert fl._C._flex.compile_mask_mod(mod)[0] is not None, name
+        compiled = F.create_block_mask(mod, 1, 2, S, S, BLOCK_SIZE=16)
+        assert compiled.mask_mod is mod and compiled._native, name
+        reference = F.create_block_mask(lambda b, h, q, kv, m=mod: m(b, h, q, kv) & (q.float() >= -1), 1, 2, S, S,
+                                        BLOCK_SIZE=16)
+        assert not reference._native or not isinstance(reference.mask_mod, F._NativeMask)
+        assert bool((compiled.to_dense() == reference.to_dense()).all()), name
+        # full blocks skip the mask: the tile classification must agree exactly
+        assert bool((compiled.full_kv_num_blocks == reference.full_kv_num_blocks).all()), name
+        dense = F.create_mask(mod, 1, 2, S, S)
+        want = F.create_mask(lambda b, h, q, kv, m=mod: m(b, h, q, kv) & (q.float() >= -1), 1, 2, S, S)
+        assert bool((dense == want).all()), name
+        out = F.flex_attention(*qkv, block_mask=compiled)
+        ref = F.flex_attention(*qkv, block_mask=reference)
+        assert bool((out == ref).all()), name

@@ -8,9 +8,11 @@
   masks ``causal_mask``, ``sliding_window(w)``, ``prefix_lm(n)``, ``document_mask(doc_ids)``,
   ``noop_mask``, combined with ``and_masks`` / ``or_masks``; score mods ``alibi(slopes)``,
   ``tanh_softcap(cap)``, ``relative_bias(table)`` (the table may require grad).
-* A mask_mod written in Python receives index tensors (b and h scalars, q_idx [n, 1],
-  kv_idx [1, KV_LEN]) and is evaluated by ``create_block_mask`` one block row at a time
-  (memory O(BLOCK_SIZE x KV_LEN)); its partial blocks are stored, and the kernel runs natively.
+* A mask_mod written in Python is compiled by ``create_block_mask`` when it is integer and
+  bool arithmetic of the indices (flambeau.compile traces it once and generates C++: it
+  then runs as a native mod). Otherwise it receives index tensors (b and h scalars, q_idx
+  [n, 1], kv_idx [1, KV_LEN]) and is evaluated one block row at a time (memory
+  O(BLOCK_SIZE x KV_LEN)); its partial blocks are stored, and the kernel runs natively.
 * A score_mod written in Python gets broadcastable tensors: score [B, H, n, KV_LEN] and
   b [B, 1, 1, 1], h [1, H, 1, 1], q_idx [1, 1, n, 1], kv_idx [1, 1, 1, KV_LEN]. It runs on
   the composite path: scores are materialised 128 query rows at a time with ordinary
@@ -282,6 +284,10 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, BLOCK_SIZE=_DE
     qb, kb = _pair(BLOCK_SIZE)
     if _get_mod_type(mask_mod) != 2:
         raise ValueError("create_block_mask expects a mask_mod(b, h, q_idx, kv_idx); got a score_mod")
+    if not isinstance(mask_mod, _NativeMask):
+        impl, _ = _flex.compile_mask_mod(mask_mod)  # integer and bool arithmetic of the indices: native
+        if impl is not None:  # (the BlockMask keeps the function it was given, as torch's)
+            return BlockMask(_flex.create_block_mask(impl, B, H, int(Q_LEN), int(KV_LEN), qb, kb), mask_mod)
     if isinstance(mask_mod, _NativeMask):
         return BlockMask(_flex.create_block_mask(mask_mod._impl, B, H, int(Q_LEN), int(KV_LEN), qb, kb), mask_mod)
     fl = _fl()
