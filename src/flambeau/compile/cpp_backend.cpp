@@ -24,16 +24,36 @@ namespace {
 constexpr int64_t kTile = 1024;       // elements per tile (4 KiB of float32)
 constexpr int64_t kSerialTiles = 32;  // fewer tiles than this run on one thread
 
-// The table of flambeau functions a generated kernel calls (its layout is repeated in the
-// generated source: kRuntimeDecl).
-struct Runtime {
-  void (*unary_f32)(int op, const float* x, float* y, int64_t n);
-  void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);
-  void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx);
-  double (*sum_f32)(const float* x, int64_t n);
-  float (*max_f32)(const float* x, int64_t n);
+// The table of flambeau functions a generated kernel calls, and the kernel's arguments: one
+// text, compiled here and pasted into the generated source (kRuntimeDecl), so the layouts agree.
+#define FLB_RUNTIME_FIELDS                                                                                   \
+  void (*unary_f32)(int op, const float* x, float* y, int64_t n);                                           \
+  void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);                          \
+  void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx); \
+  double (*sum_f32)(const float* x, int64_t n);                                                             \
+  float (*max_f32)(const float* x, int64_t n);                                                              \
   float (*min_f32)(const float* x, int64_t n);
+// in: the kernel's tensor inputs; period: each input's element count (less than n:
+// broadcast over leading dimensions); out: the values written to memory; n: elements;
+// cols: the last dimension (a row).
+#define FLB_ARGS_FIELDS(runtime) \
+  const runtime* rt;             \
+  const float* const* in;        \
+  const int64_t* period;         \
+  float* const* out;             \
+  int64_t n, cols;
+#define FLB_TEXT(...) FLB_TEXT_(__VA_ARGS__)
+#define FLB_TEXT_(...) #__VA_ARGS__
+
+struct Runtime {
+  FLB_RUNTIME_FIELDS
 };
+struct KernelArgs {
+  FLB_ARGS_FIELDS(Runtime)
+};
+
+const char* kRuntimeDecl = "#include <cstdint>\nstruct flb_runtime { " FLB_TEXT(FLB_RUNTIME_FIELDS) " };\n"
+                           "struct flb_args { " FLB_TEXT(FLB_ARGS_FIELDS(flb_runtime)) " };\n";
 
 const Runtime& runtime() {
   static const Runtime r{
@@ -49,24 +69,6 @@ const Runtime& runtime() {
       [](const float* x, int64_t n) { return kernels::min_f32(x, n); }};
   return r;
 }
-
-const char* kRuntimeDecl = R"(#include <cstdint>
-struct flb_runtime {
-  void (*unary_f32)(int op, const float* x, float* y, int64_t n);
-  void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);
-  void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx);
-  double (*sum_f32)(const float* x, int64_t n);
-  float (*max_f32)(const float* x, int64_t n);
-  float (*min_f32)(const float* x, int64_t n);
-};
-struct flb_args {
-  const flb_runtime* rt;
-  const float* const* in;  // the kernel's tensor inputs
-  const int64_t* period;   // each input's element count (less than n: broadcast over leading dims)
-  float* const* out;       // the values written to memory
-  int64_t n, cols;         // elements; the last dimension (a row)
-};
-)";
 
 std::optional<kernels::UnaryOp> unary_of(const std::string& op) {
 #define FLB_NAME(name, ...) \
@@ -486,13 +488,6 @@ std::string source_of(const Graph& g, const Plan& p) {
   return s.str();
 }
 
-struct KernelArgs {
-  const Runtime* rt;
-  const float* const* in;
-  const int64_t* period;
-  float* const* out;
-  int64_t n, cols;
-};
 
 bool needs_grad(const Graph& g, const std::vector<Tensor>& inputs) {
   if (!autograd::grad_mode_enabled()) return false;
