@@ -195,3 +195,75 @@ TEST(Compile, TheSameTensorTwiceIsGuarded) {
   run(true);
   EXPECT_EQ(f.traces(), 2u);
 }
+
+// x * 1, x / 1, x - 0 and neg(neg(x)) read as x (results stay eager's bits); what is
+// computed from a parameter is not folded (test_compile.py folds a tensor the function
+// made). A graph that writes is left as it is.
+TEST(Compile, ConstantFoldingAndAlgebraicSimplification) {
+  Tensor param = seeded({5}, 6);
+  auto fn = [&param](const std::vector<Tensor>& in) {
+    const Tensor x = ((in[0] * 1.0 - 0.0) / 1.0);  // simplified away
+    return std::vector<Tensor>{x * (param * 2.0) + neg(neg(in[0]))};  // param * 2: not folded
+  };
+  Compiled f = compile(fn, {"eager"});
+  const Tensor x = seeded({3, 5}, 4);
+  (void)f({x});
+  EXPECT_TRUE(bitwise_equal(f({x})[0], fn({x})[0]));
+  std::vector<std::string> ops;
+  for (const auto& n : f.graph(0).nodes) ops.push_back(n.op);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "neg"), 0) << f.graph(0).str();
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "div"), 0) << f.graph(0).str();
+  EXPECT_EQ(ops, (std::vector<std::string>{"mul", "mul", "add"})) << f.graph(0).str();
+  {
+    autograd::NoGradGuard no_grad;
+    param.mul_(3.0);  // the parameter changes: the graph sees it
+  }
+  EXPECT_TRUE(bitwise_equal(f({x})[0], fn({x})[0]));
+  // x + 0 is not x (-0.0 + 0 = +0.0), and a graph output is a fresh tensor: both stay.
+  auto plus_zero = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + 0.0, in[0] * 1.0}; };
+  Compiled g = compile(plus_zero, {"eager"});
+  const Tensor z = full({2}, -0.0);
+  (void)g({z});
+  const std::vector<Tensor> out = g({z});
+  EXPECT_EQ(g.graph(0).nodes.size(), 2u);
+  EXPECT_TRUE(bitwise_equal(out[0], plus_zero({z})[0]));
+  EXPECT_NE(out[1].impl(), z.impl());
+  // In-place ops: nothing is folded or bypassed.
+  auto writes = [](const std::vector<Tensor>& in) {
+    Tensor r = arange(0, 2, 1, kFloat32);
+    r.mul_(2.0);
+    return std::vector<Tensor>{in[0] * 1.0 + r};
+  };
+  Compiled w = compile(writes, {"eager"});
+  const Tensor y = seeded({2}, 5);
+  (void)w({y});
+  EXPECT_TRUE(bitwise_equal(w({y})[0], writes({y})[0]));
+  EXPECT_TRUE(bitwise_equal(w({y})[0], writes({y})[0]));  // the arange is made anew each call
+}
+
+// A factory's tensor is a constant of the graph (folded with what follows from it); one the
+// function writes in place or returns breaks the trace (it would carry over between calls).
+TEST(Compile, FactoriesMakeConstantsThatAreNeverWrittenOrReturned) {
+  auto ramp = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0] * (arange(0, 5, 1, kFloat32) * 0.5 + 1.0)};
+  };
+  Compiled f = compile(ramp, {"eager", true});
+  const Tensor x = seeded({3, 5}, 7);
+  (void)f({x});
+  EXPECT_TRUE(bitwise_equal(f({x})[0], ramp({x})[0]));
+  ASSERT_EQ(f.graph(0).nodes.size(), 1u) << f.graph(0).str();  // the ramp folded: one mul
+  auto accumulates = [](const std::vector<Tensor>& in) {
+    Tensor acc = zeros({2});
+    acc.add_(in[0]);
+    return std::vector<Tensor>{acc * 2.0};
+  };
+  EXPECT_THROW((void)compile(accumulates, {"eager", true})({seeded({2}, 1)}), Error);
+  auto returns = [](const std::vector<Tensor>&) { return std::vector<Tensor>{zeros({2})}; };
+  EXPECT_THROW((void)compile(returns, {"eager", true})({seeded({2}, 1)}), Error);
+  Warnings w;
+  Compiled lenient = compile(accumulates, {"eager"});
+  for (uint64_t seed : {1, 2}) {
+    const Tensor y = seeded({2}, seed);
+    EXPECT_TRUE(bitwise_equal(lenient({y})[0], accumulates({y})[0]));
+  }
+}

@@ -269,3 +269,22 @@ def test_python_mask_mods_compile_to_native_ones():
         out = F.flex_attention(*qkv, block_mask=compiled)
         ref = F.flex_attention(*qkv, block_mask=reference)
         assert bool((out == ref).all()), name
+
+
+def test_tensors_the_function_makes_are_folded():
+    """A tensor the function builds from Python data is owned by the graph alone: it and what
+    is computed from it are computed once; a parameter is not folded."""
+    w = fl.nn.Parameter(seeded(3, seed=5))
+
+    def fn(x):
+        table = fl.tensor([1.0, 2.0, 3.0]) * 2.0 + 1.0
+        return x * table + x * w
+
+    f = fl.compile(fn, backend="eager")
+    x = seeded(4, 3, seed=6)
+    with fl.no_grad():
+        f(x)
+        assert bitwise(f(x), fn(x))
+        assert f.graphs()[0].ops == ["mul", "mul", "add"]
+        w.mul_(2.0)
+        assert bitwise(f(x), fn(x))

@@ -244,6 +244,8 @@ std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>&
     s.warned_break = true;
     e.run = s.fn;
   } else {
+    fold_constants(t.graph);
+    simplify_algebra(t.graph);
     eliminate_common_subexpressions(t.graph);
     eliminate_dead_code(t.graph);
     for (const Tensor& c : t.graph.constants) e.constants.push_back(TensorMeta::of(c));

@@ -1,6 +1,7 @@
 // flambeau::compile (torch.compile's role): a function of tensors, traced on its first call
-// (trace.h), guarded, optimised (graph.h's passes) and handed to a backend, which returns
-// what runs it from then on.
+// (trace.h), guarded, optimised (graph.h's passes: constant folding, algebraic
+// simplification, CSE, dead-code elimination) and handed to a backend, which returns what
+// runs it from then on.
 //
 // Guards: a trace holds for a call whose inputs have the trace's dtypes, shapes, strides and
 // requires_grad, and the same pattern of inputs that are one tensor, under the same grad mode, while the constants it captured keep their dtypes

@@ -1,11 +1,15 @@
 // See graph.h.
 #include "flambeau/compile/graph.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "flambeau/autograd/node.h"
 #include "flambeau/core/shape.h"
+#include "flambeau/ops/registry.h"
 
 namespace flambeau::compiler {
 
@@ -200,6 +204,133 @@ int eliminate_common_subexpressions(Graph& g) {
   }
   for (int& v : g.outputs) v = replace[v];
   return merged;
+}
+
+namespace {
+
+bool writes(const Graph& g) {
+  for (const Graph::Node& n : g.nodes)
+    if (!is_pure(n.op)) return true;
+  return false;
+}
+
+bool is_output(const Graph& g, int v) { return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end(); }
+
+// Every use of value `from` in the nodes' arguments and the outputs reads `to` instead.
+void replace_uses(Graph& g, int from, int to) {
+  for (Graph::Node& n : g.nodes)
+    for (Graph::Arg& a : n.args) {
+      if (a.kind == Graph::Arg::Kind::Value && a.value == from) a.value = to;
+      for (int& v : a.values) v = v == from ? to : v;
+    }
+  for (int& v : g.outputs) v = v == from ? to : v;
+}
+
+std::optional<double> number_arg(const Graph::Node& n, size_t i) {
+  if (i >= n.args.size() || n.args[i].kind != Graph::Arg::Kind::Constant) return std::nullopt;
+  const op_hook::Value& v = n.args[i].constant;
+  if (auto* s = std::get_if<Scalar>(&v)) return s->to<double>();
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* i64 = std::get_if<int64_t>(&v)) return double(*i64);
+  return std::nullopt;
+}
+
+}  // namespace
+
+int fold_constants(Graph& g) {
+  if (writes(g)) return 0;
+  autograd::NoGradGuard no_grad;
+  std::map<int, Tensor> known;  // values computed here
+  // A captured tensor nothing else holds (made by the traced function, e.g. from a Python
+  // list) cannot change between calls: it counts as known. Parameters and buffers can.
+  std::map<int, Tensor> owned;
+  for (size_t v = 0; v < g.values.size(); ++v)
+    if (g.values[v].kind == Graph::Kind::Constant) {
+      const Tensor& t = g.constants[g.values[v].index];
+      if (t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && !t.requires_grad()) owned[int(v)] = t;
+    }
+  auto is_known = [&](int v) { return known.count(v) || owned.count(v); };
+  auto value_of = [&](int v) { return known.count(v) ? known[v] : owned[v]; };
+  std::vector<bool> folded(g.nodes.size(), false);
+  int count = 0;
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const Graph::Node& node = g.nodes[n];
+    bool foldable = !node.outputs.empty();
+    std::vector<Value> args;
+    for (const Graph::Arg& a : node.args) {
+      if (a.kind == Graph::Arg::Kind::Constant) {
+        foldable = foldable && !std::holds_alternative<op_hook::Opaque>(a.constant);
+        args.push_back(a.constant);
+      } else if (a.kind == Graph::Arg::Kind::Value) {
+        foldable = foldable && is_known(a.value);
+        if (foldable) args.emplace_back(value_of(a.value));
+      } else {
+        std::vector<Tensor> list;
+        for (int v : a.values) {
+          foldable = foldable && is_known(v);
+          if (foldable) list.push_back(value_of(v));
+        }
+        args.emplace_back(std::move(list));
+      }
+    }
+    for (int v : node.outputs) foldable = foldable && !is_output(g, v);
+    if (!foldable) continue;
+    std::vector<Tensor> results;
+    for (const Value& r : call_op(node.op, std::move(args))) {
+      if (auto* t = std::get_if<Tensor>(&r)) results.push_back(*t);
+      else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) results.insert(results.end(), l->begin(), l->end());
+    }
+    if (results.size() != node.outputs.size()) continue;
+    for (size_t i = 0; i < results.size(); ++i) known[node.outputs[i]] = results[i];
+    folded[n] = true;
+    ++count;
+  }
+  if (!count) return 0;
+  // The folded values become the graph's own constants; their nodes go.
+  for (const auto& [v, t] : known) {
+    g.values[v].kind = Graph::Kind::Constant;
+    g.values[v].node = -1;
+    g.values[v].index = int(g.constants.size());
+    g.constants.push_back(t);
+  }
+  std::vector<Graph::Node> kept;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    if (!folded[n]) kept.push_back(std::move(g.nodes[n]));
+  g.nodes = std::move(kept);
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (int v : g.nodes[n].outputs) g.values[v].node = int(n);
+  return count;
+}
+
+int simplify_algebra(Graph& g) {
+  if (writes(g)) return 0;
+  int count = 0;
+  for (const Graph::Node& n : g.nodes) {
+    if (n.outputs.size() != 1 || n.args.empty() || n.args[0].kind != Graph::Arg::Kind::Value) continue;
+    const int out = n.outputs[0];
+    int x = n.args[0].value;
+    bool identity = false;
+    if (n.op == "mul" || n.op == "div") identity = number_arg(n, 1) == 1.0 && n.args.size() == 2;
+    if (n.op == "div" && n.args.size() == 3) {  // no rounding mode (None, or "" from C++)
+      const auto* mode = std::get_if<std::string>(&n.args[2].constant);
+      identity = number_arg(n, 1) == 1.0 &&
+                 (std::holds_alternative<std::monostate>(n.args[2].constant) || (mode && mode->empty()));
+    }
+    if (n.op == "sub") identity = number_arg(n, 1) == 0.0 && (n.args.size() == 2 || number_arg(n, 2) == 1.0);
+    if (n.op == "neg") {
+      const Graph::Value& in = g.values[x];
+      if (in.kind == Graph::Kind::Node && g.nodes[in.node].op == "neg" &&
+          g.nodes[in.node].args[0].kind == Graph::Arg::Kind::Value) {
+        x = g.nodes[in.node].args[0].value;
+        identity = true;
+      }
+    }
+    const TensorMeta &a = g.values[x].meta, &b = g.values[out].meta;
+    if (!identity || a.dtype != b.dtype || a.sizes != b.sizes || is_output(g, out)) continue;
+    replace_uses(g, out, x);
+    ++count;
+  }
+  return count;
 }
 
 }  // namespace flambeau::compiler

@@ -69,5 +69,15 @@ int eliminate_dead_code(Graph& g);
 // outputs become uses of the earlier one's. Not across a node that writes (in-place ops).
 // Returns how many were merged (then dropped by eliminate_dead_code).
 int eliminate_common_subexpressions(Graph& g);
+// Runs once the pure nodes computed from numbers and from captured tensors only the graph
+// holds (made by the traced function itself, e.g. from a Python list; not parameters or
+// buffers, which may change), their outputs becoming constants the graph owns. Not in a
+// graph that writes (in-place ops), never for a graph output (each call returns fresh
+// tensors). Returns how many nodes were folded.
+int fold_constants(Graph& g);
+// x * 1, x / 1, x - 0 and neg(neg(x)) read as x (not x + 0: -0.0 + 0 is +0.0) where the
+// result has x's dtype and shape and is not a graph output, in a graph that does not
+// write. Returns how many nodes were bypassed (eliminate_dead_code drops them).
+int simplify_algebra(Graph& g);
 
 }  // namespace flambeau::compiler

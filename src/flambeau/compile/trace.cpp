@@ -1,6 +1,7 @@
 // See trace.h.
 #include "flambeau/compile/trace.h"
 
+#include <algorithm>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -15,6 +16,11 @@ namespace {
 // Ops whose output shape depends on the values of their inputs.
 const std::set<std::string, std::less<>> kValueShaped{"nonzero", "unique", "unique_consecutive", "masked_select",
                                                       "argwhere", "bincount", "repeat_interleave"};
+
+// Factories: their result depends on their arguments only, which the trace specialises, so
+// the tensor a traced call made is a constant of the graph (unless written in place).
+const std::set<std::string, std::less<>> kFactories{"empty", "zeros", "ones", "full", "arange", "linspace",
+                                                    "eye", "scalar_tensor", "tensor"};
 
 // Why the graph cannot hold this call ("" when it can).
 std::string unrecordable(const op_hook::OpCall& c) {
@@ -36,6 +42,7 @@ struct Recorder {
   std::unordered_map<const TensorImpl*, int> value_of;  // the current value of each tensor
   std::vector<Tensor> keep;  // every tensor seen, alive until the end (so no address is reused)
   std::set<const void*> made;  // the storages of the inputs and of the nodes' outputs
+  std::set<int> factory_values;  // constants a factory made during the trace
 
   void remember(const Tensor& t) {
     keep.push_back(t);
@@ -60,6 +67,14 @@ struct Recorder {
 
   void on_call(const op_hook::OpCall& c) {
     if (std::this_thread::get_id() != thread || !trace->whole()) return;
+    if (kFactories.count(c.name)) {
+      for (const Tensor& t : c.outputs) {
+        keep.push_back(t);
+        const int v = value_of[t.impl()] = trace->graph.add_constant(t);
+        factory_values.insert(v);
+      }
+      return;
+    }
     if (std::string why = unrecordable(c); !why.empty()) return end(c, why);
     std::vector<Graph::Arg> args;
     for (const op_hook::Value& v : c.args) {
@@ -127,11 +142,27 @@ Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
   t_recorder = outer;
   op_hook::remove_listener(id);
   if (!t.whole()) return t;
+  // A tensor the function made must stay as made: not written in place, not returned.
+  for (const Graph::Node& n : t.graph.nodes) {
+    if (is_pure(n.op)) continue;
+    for (const Graph::Arg& a : n.args)
+      if ((a.kind == Graph::Arg::Kind::Value && rec.factory_values.count(a.value)) ||
+          std::any_of(a.values.begin(), a.values.end(), [&](int v) { return rec.factory_values.count(v) > 0; })) {
+        t.break_op = n.op;
+        t.break_reason = "it writes a tensor the function made (it would carry over between calls)";
+        return t;
+      }
+  }
   for (const Tensor& out : t.outputs) {
     auto it = out.defined() ? rec.value_of.find(out.impl()) : rec.value_of.end();
     if (it == rec.value_of.end()) {
       t.break_op = "return";
       t.break_reason = "an output was not made by a traced op, an input or a constant";
+      return t;
+    }
+    if (rec.factory_values.count(it->second)) {
+      t.break_op = "return";
+      t.break_reason = "an output is a tensor a factory made (it would be the same tensor on every call)";
       return t;
     }
     t.graph.outputs.push_back(it->second);

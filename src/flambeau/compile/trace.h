@@ -3,6 +3,9 @@
 // run, as in MLX's compile and jax.jit). The run itself is the eager one: its results are
 // returned too.
 //
+// A tensor made by a factory (empty, zeros, full, arange, tensor, ...) is a constant of
+// the graph: its arguments are specialised like any Python value.
+//
 // The trace ends (broken, with the op named) at a call whose result the graph cannot know
 // in advance or cannot replay: a read of a value (item(), ops returning a bool or a number),
 // an op whose output shape depends on values (nonzero, unique, masked_select, ...), an op
