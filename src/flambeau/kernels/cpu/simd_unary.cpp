@@ -1,6 +1,7 @@
 // Unary elementwise SIMD kernels (float32 and float64). Ops with a vector form use
-// Highway; the others (sin, cos, tan, the inverse and hyperbolic functions, exp2, expm1,
-// log2, log10, log1p) call libm per lane for accuracy.
+// Highway (float32 tanh and erf: polynomial forms in simd_common-inl.h); the others (sin,
+// cos, tan, the inverse and hyperbolic functions, exp2, expm1, log2, log10, log1p) call
+// libm per lane for accuracy.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "flambeau/kernels/cpu/simd_unary.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -56,7 +57,9 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
     case UnaryOp::asinh: return map_libm(x, y, n, [](T v) { return std::asinh(v); });
     case UnaryOp::acosh: return map_libm(x, y, n, [](T v) { return std::acosh(v); });
     case UnaryOp::atanh: return map_libm(x, y, n, [](T v) { return std::atanh(v); });
-    case UnaryOp::tanh: return map_libm(x, y, n, [](T v) { return std::tanh(v); });
+    case UnaryOp::tanh:
+      if constexpr (f32) return map_unary(x, y, n, [](auto d, auto v) { return TanhF32(d, v); });
+      else return map_libm(x, y, n, [](T v) { return std::tanh(v); });
     case UnaryOp::sigmoid: return map_unary(x, y, n, sigmoid);
     case UnaryOp::relu:
       return map_unary(x, y, n, [](auto d, auto v) { return hn::IfThenZeroElse(v < hn::Zero(d), v); });
