@@ -105,5 +105,43 @@ HWY_INLINE V TanhF32(D d, V x) {
   return hn::IfThenElse(ax < hn::Set(d, 0.625f), small, large);
 }
 
+// float sin (cosine: quadrant + 1), within 3 ulp for |x| < 4096: x - n pi/2 with pi/2
+// split in four (12-bit C1, C2, C3: their products by n are exact), then sin or cos of the remainder
+// by polynomials fitted for flambeau on [-pi/4, pi/4]. Larger |x|, inf and NaN: libm per lane.
+template <class D, class V>
+HWY_INLINE V SinCosF32(D d, V x, bool cosine) {
+  const hn::RebindToSigned<D> di;
+  const V ax = hn::Abs(x), one = hn::Set(d, 1.0f);
+  const V n = hn::Round(hn::Mul(x, hn::Set(d, 0.63661977236758134f)));
+  V r = hn::NegMulAdd(n, hn::Set(d, 1.5703125f), x);
+  r = hn::NegMulAdd(n, hn::Set(d, 4.837512969970703e-04f), r);
+  r = hn::NegMulAdd(n, hn::Set(d, 7.549533620476723e-08f), r);
+  r = hn::NegMulAdd(n, hn::Set(d, 2.5633440682570896e-12f), r);
+  const V z = hn::Mul(r, r);
+  V s = hn::Set(d, 2.7198784665e-06f);
+  for (float c : {-1.9839500601e-04f, 8.3333300427e-03f, -1.6666667163e-01f}) s = hn::MulAdd(s, z, hn::Set(d, c));
+  const V sin_r = hn::MulAdd(hn::Mul(s, z), r, r);
+  V c = hn::Set(d, -2.7217828347e-07f);
+  for (float k : {2.4799608582e-05f, -1.3888884569e-03f, 4.1666667908e-02f}) c = hn::MulAdd(c, z, hn::Set(d, k));
+  const V cos_r = hn::MulAdd(hn::Mul(c, z), z, hn::NegMulAdd(hn::Set(d, 0.5f), z, one));
+  auto q = hn::ConvertTo(di, n);
+  if (cosine) q = hn::Add(q, hn::Set(di, 1));
+  const auto use_cos = hn::RebindMask(d, hn::TestBit(q, hn::Set(di, 1)));
+  const auto negate = hn::RebindMask(d, hn::TestBit(q, hn::Set(di, 2)));
+  V y = hn::IfThenElse(use_cos, cos_r, sin_r);
+  y = hn::IfThenElse(negate, hn::Neg(y), y);
+  if (!cosine) y = hn::IfThenElse(x == hn::Zero(d), x, y);  // sin(-0) = -0
+  const auto far = hn::Not(ax < hn::Set(d, 4096.0f));  // also inf and NaN
+  if (HWY_UNLIKELY(!hn::AllFalse(d, far))) {
+    HWY_ALIGN float xs[hn::MaxLanes(d)], ys[hn::MaxLanes(d)];
+    hn::Store(x, d, xs);
+    hn::Store(y, d, ys);
+    for (size_t i = 0; i < hn::Lanes(d); ++i)
+      if (!(std::fabs(xs[i]) < 4096.0f)) ys[i] = cosine ? std::cos(xs[i]) : std::sin(xs[i]);
+    y = hn::Load(d, ys);
+  }
+  return y;
+}
+
 }  // namespace flambeau::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

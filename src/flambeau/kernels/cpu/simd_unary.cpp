@@ -1,7 +1,7 @@
 // Unary elementwise SIMD kernels (float32 and float64). Ops with a vector form use
-// Highway (float32 tanh and erf: polynomial forms in simd_common-inl.h); the others (sin,
-// cos, tan, the inverse and hyperbolic functions, exp2, expm1, log2, log10, log1p) call
-// libm per lane for accuracy.
+// Highway (float32 sin, cos, tanh and erf: polynomial forms in simd_common-inl.h); the
+// others (tan, the inverse and hyperbolic functions, exp2, expm1, log2, log10, log1p, and
+// float64 sin / cos / tanh) call libm per lane for accuracy.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "flambeau/kernels/cpu/simd_unary.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -46,8 +46,12 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
       return map_unary(x, y, n, [&](auto d, auto v) { return hn::Div(one(d), hn::Sqrt(v)); });
     case UnaryOp::reciprocal:
       return map_unary(x, y, n, [&](auto d, auto v) { return hn::Div(one(d), v); });
-    case UnaryOp::sin: return map_libm(x, y, n, [](T v) { return std::sin(v); });
-    case UnaryOp::cos: return map_libm(x, y, n, [](T v) { return std::cos(v); });
+    case UnaryOp::sin:
+      if constexpr (f32) return map_unary(x, y, n, [](auto d, auto v) { return SinCosF32(d, v, false); });
+      else return map_libm(x, y, n, [](T v) { return std::sin(v); });
+    case UnaryOp::cos:
+      if constexpr (f32) return map_unary(x, y, n, [](auto d, auto v) { return SinCosF32(d, v, true); });
+      else return map_libm(x, y, n, [](T v) { return std::cos(v); });
     case UnaryOp::tan: return map_libm(x, y, n, [](T v) { return std::tan(v); });
     case UnaryOp::asin: return map_libm(x, y, n, [](T v) { return std::asin(v); });
     case UnaryOp::acos: return map_libm(x, y, n, [](T v) { return std::acos(v); });
