@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "flambeau/autograd/node.h"
@@ -31,6 +32,7 @@ constexpr int64_t kSerialTiles = 32;  // fewer tiles than this run on one thread
   void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);                          \
   void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx); \
   double (*sum_f32)(const float* x, int64_t n);                                                             \
+  double (*sum_sq_f32)(const float* x, int64_t n);                                                          \
   float (*max_f32)(const float* x, int64_t n);                                                              \
   float (*min_f32)(const float* x, int64_t n);
 // in: the kernel's tensor inputs; period: each input's element count (less than n:
@@ -65,6 +67,7 @@ const Runtime& runtime() {
         parallel_for(begin, end, grain, [&](int64_t lo, int64_t hi) { fn(ctx, lo, hi); });
       },
       [](const float* x, int64_t n) { return kernels::sum_f32(x, n); },
+      [](const float* x, int64_t n) { return kernels::sum_sq_f32(x, n); },
       [](const float* x, int64_t n) { return kernels::max_f32(x, n); },
       [](const float* x, int64_t n) { return kernels::min_f32(x, n); }};
   return r;
@@ -369,7 +372,27 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
     for (const Operand& o : op.operands)
       if (o.value >= 0) ++uses[o.value];
   std::map<int, std::string> lazy;  // deferred inline results: their element expression
+  // A sum or mean of x * x read by nothing else sums the squares as it loads x (sum_sq_f32:
+  // the same bits), without storing them.
+  std::map<size_t, int> squares_of;  // reduction op -> x
+  std::set<size_t> folded_squares;   // the x * x ops it absorbs
   for (size_t i = 0; i < k.ops.size(); ++i) {
+    const KernelOp& op = k.ops[i];
+    if ((op.kind != KernelOp::Sum && op.kind != KernelOp::Mean) || op.operands[0].value < 0) continue;
+    const int p = op.operands[0].value;
+    for (size_t j = 0; j < i; ++j) {
+      const KernelOp& m = k.ops[j];
+      const int x = m.operands[0].value;
+      if (g.nodes[m.node].outputs[0] == p && m.kind == KernelOp::Binary &&
+          m.code == int(kernels::SimdBinaryOp::mul) && !m.row && x >= 0 && m.operands[1].value == x &&
+          m.operands[0].fit == Fit::Full && uses[p] == 1 && !output_of.count(p)) {
+        squares_of[i] = x;
+        folded_squares.insert(j);
+      }
+    }
+  }
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    if (folded_squares.count(i)) continue;  // summed by its reduction
     const KernelOp& op = k.ops[i];
     const bool inline_op = is_inline(op);
     std::vector<std::string> args, elems;  // operand pointers; inline: each element's expression
@@ -394,8 +417,9 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
           args.push_back(slot('t', b));
         }
       } else {
-        args.push_back(where.at(o.value));
-        elems.push_back(where.at(o.value) + "[e]");
+        const int v = squares_of.count(i) ? squares_of[i] : o.value;  // x for a folded x * x
+        args.push_back(where.at(v));
+        elems.push_back(where.at(v) + "[e]");
       }
     }
     for (const Operand& o : op.operands)
@@ -437,10 +461,13 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
           body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", " << len
                << ");\n";
         break;
-      case KernelOp::Sum: body << dst << "[0] = float(a.rt->sum_f32(" << args[0] << ", m));\n"; break;
-      case KernelOp::Mean:  // eager: the float sum divided by the count, in float
-        body << dst << "[0] = float(a.rt->sum_f32(" << args[0] << ", m)) / float(m);\n";
+      case KernelOp::Sum:
+      case KernelOp::Mean: {  // mean, as eager: the float sum divided by the count, in float
+        const bool sq = squares_of.count(i) > 0;
+        body << dst << "[0] = float(a.rt->" << (sq ? "sum_sq_f32(" + where.at(squares_of[i]) : "sum_f32(" + args[0])
+             << ", m))" << (op.kind == KernelOp::Mean ? " / float(m)" : "") << ";\n";
         break;
+      }
       case KernelOp::Max: body << dst << "[0] = a.rt->max_f32(" << args[0] << ", m);\n"; break;
       case KernelOp::Min: body << dst << "[0] = a.rt->min_f32(" << args[0] << ", m);\n"; break;
     }
@@ -546,6 +573,7 @@ static void rt_binary(int op, const float* a, const float* b, float* y, int64_t 
 }
 static void rt_parallel(int64_t b, int64_t e, int64_t, void (*fn)(void*, int64_t, int64_t), void* ctx) { fn(ctx, b, e); }
 static double rt_sum(const float* x, int64_t n) { double s = 0; for (int64_t i = 0; i < n; ++i) s += x[i]; return s; }
+static double rt_sum_sq(const float* x, int64_t n) { double s = 0; for (int64_t i = 0; i < n; ++i) s += x[i] * x[i]; return s; }
 static float rt_extreme(const float* x, int64_t n, bool max) {
   float m = max ? -INFINITY : INFINITY;
   for (int64_t i = 0; i < n; ++i) {
@@ -573,7 +601,7 @@ int main(int argc, char** argv) {
   }
   std::fclose(f);
   for (int64_t i = 0; i < h[3]; ++i) out[i].resize(len[h[2] + i]), out_p.push_back(out[i].data());
-  const flb_runtime rt{rt_unary, rt_binary, rt_parallel, rt_sum, rt_max, rt_min};
+  const flb_runtime rt{rt_unary, rt_binary, rt_parallel, rt_sum, rt_sum_sq, rt_max, rt_min};
   const flb_args a{&rt, in_p.data(), len.data(), out_p.data(), h[0], h[1]};
   flb_kernel_0(&a);
   FILE* o = std::fopen(argv[2], "wb");

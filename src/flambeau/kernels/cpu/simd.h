@@ -32,6 +32,8 @@ void f16_to_f32(const Half* x, float* y, int64_t n);
 // Reductions of a contiguous array, in a fixed order (the same result on every call).
 // Sums accumulate in double beyond blocks of 512 elements (kBlock in simd_reduce.cpp).
 double sum_f32(const float* x, int64_t n);
+// sum_f32 of x[i] * x[i] without storing them (the same bits).
+double sum_sq_f32(const float* x, int64_t n);
 double sum_f64(const double* x, int64_t n);
 // NaN if any element is NaN; -inf (max) / +inf (min) for n == 0.
 float max_f32(const float* x, int64_t n);

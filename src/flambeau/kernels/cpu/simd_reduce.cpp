@@ -13,9 +13,14 @@ namespace flambeau::kernels::HWY_NAMESPACE {
 
 // Two levels, for accuracy with a fixed order: blocks of kBlock (512) elements are summed
 // with eight vector accumulators (the tail zero-padded) folded as a tree, and each block's
-// lanes are added to per-lane double accumulators, summed in lane order at the end.
-template <class T>
-double sum_impl(const T* x, int64_t n) {
+// lanes are added to per-lane double accumulators, summed in lane order at the end. f maps
+// each loaded vector first (the squares: the same bits as summing the stored squares).
+struct Identity {
+  template <class V>
+  HWY_INLINE V operator()(V v) const { return v; }
+};
+template <class T, class F = Identity>
+double sum_impl(const T* x, int64_t n, F f = {}) {
   constexpr int64_t kBlock = 512;
   const hn::ScalableTag<T> d;
   const int64_t N = int64_t(hn::Lanes(d));
@@ -26,20 +31,20 @@ double sum_impl(const T* x, int64_t n) {
     auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     int64_t i = b;
     for (; i + 8 * N <= e; i += 8 * N) {
-      a0 = hn::Add(a0, hn::LoadU(d, x + i));
-      a1 = hn::Add(a1, hn::LoadU(d, x + i + N));
-      a2 = hn::Add(a2, hn::LoadU(d, x + i + 2 * N));
-      a3 = hn::Add(a3, hn::LoadU(d, x + i + 3 * N));
-      a4 = hn::Add(a4, hn::LoadU(d, x + i + 4 * N));
-      a5 = hn::Add(a5, hn::LoadU(d, x + i + 5 * N));
-      a6 = hn::Add(a6, hn::LoadU(d, x + i + 6 * N));
-      a7 = hn::Add(a7, hn::LoadU(d, x + i + 7 * N));
+      a0 = hn::Add(a0, f(hn::LoadU(d, x + i)));
+      a1 = hn::Add(a1, f(hn::LoadU(d, x + i + N)));
+      a2 = hn::Add(a2, f(hn::LoadU(d, x + i + 2 * N)));
+      a3 = hn::Add(a3, f(hn::LoadU(d, x + i + 3 * N)));
+      a4 = hn::Add(a4, f(hn::LoadU(d, x + i + 4 * N)));
+      a5 = hn::Add(a5, f(hn::LoadU(d, x + i + 5 * N)));
+      a6 = hn::Add(a6, f(hn::LoadU(d, x + i + 6 * N)));
+      a7 = hn::Add(a7, f(hn::LoadU(d, x + i + 7 * N)));
     }
-    for (; i + N <= e; i += N) a0 = hn::Add(a0, hn::LoadU(d, x + i));
+    for (; i + N <= e; i += N) a0 = hn::Add(a0, f(hn::LoadU(d, x + i)));
     if (i < e) {
       HWY_ALIGN T buf[HWY_MAX_BYTES / sizeof(T)] = {};
       std::memcpy(buf, x + i, (e - i) * sizeof(T));
-      a1 = hn::Add(a1, hn::Load(d, buf));
+      a1 = hn::Add(a1, f(hn::Load(d, buf)));
     }
     const auto s = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
     hn::Store(s, d, lanes);
@@ -116,6 +121,9 @@ double exp_shift_sum_impl(T* x, int64_t n, T shift) {
 }
 
 double sum_f32_impl(const float* x, int64_t n) { return sum_impl(x, n); }
+double sum_sq_f32_impl(const float* x, int64_t n) {
+  return sum_impl(x, n, [](auto v) { return hn::Mul(v, v); });
+}
 double exp_shift_sum_f32_impl(float* x, int64_t n, float shift) { return exp_shift_sum_impl(x, n, shift); }
 double exp_shift_sum_f64_impl(double* x, int64_t n, double shift) { return exp_shift_sum_impl(x, n, shift); }
 double sum_f64_impl(const double* x, int64_t n) { return sum_impl(x, n); }
@@ -132,6 +140,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace flambeau::kernels {
 HWY_EXPORT(sum_f32_impl);
+HWY_EXPORT(sum_sq_f32_impl);
 HWY_EXPORT(sum_f64_impl);
 HWY_EXPORT(max_f32_impl);
 HWY_EXPORT(max_f64_impl);
@@ -142,6 +151,7 @@ HWY_EXPORT(exp_shift_sum_f32_impl);
 HWY_EXPORT(exp_shift_sum_f64_impl);
 HWY_EXPORT(softmax_f64_impl);
 double sum_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f32_impl)(x, n); }
+double sum_sq_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_sq_f32_impl)(x, n); }
 double sum_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(sum_f64_impl)(x, n); }
 float max_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f32_impl)(x, n); }
 double max_f64(const double* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(max_f64_impl)(x, n); }
