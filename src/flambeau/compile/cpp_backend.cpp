@@ -54,7 +54,7 @@ struct KernelArgs {
   FLB_ARGS_FIELDS(Runtime)
 };
 
-const char* kRuntimeDecl = "#include <cstdint>\nstruct flb_runtime { " FLB_TEXT(FLB_RUNTIME_FIELDS) " };\n"
+const char* kRuntimeDecl = "#include <cmath>\n#include <cstdint>\nstruct flb_runtime { " FLB_TEXT(FLB_RUNTIME_FIELDS) " };\n"
                            "struct flb_args { " FLB_TEXT(FLB_ARGS_FIELDS(flb_runtime)) " };\n";
 
 const Runtime& runtime() {
@@ -303,6 +303,26 @@ std::string float_literal(double v) {
   return std::string(b) + "f";
 }
 
+// The element expression of an op written inline, or "" for one that calls its kernel:
+// add, sub, mul, div, neg, abs, sqrt, rsqrt, reciprocal and relu, each one or two IEEE
+// operations per element that give the SIMD kernel's bits (no FMA contraction:
+// -ffp-contract=off).
+std::string inline_expression(const KernelOp& op, const std::vector<std::string>& e) {
+  if (op.kind == KernelOp::Binary && op.code <= int(kernels::SimdBinaryOp::div))
+    return "(" + e[0] + " " + std::string(1, "+-*/"[op.code]) + " " + e[1] + ")";
+  if (op.kind != KernelOp::Unary) return "";
+  using U = kernels::UnaryOp;
+  switch (U(op.code)) {
+    case U::neg: return "(-" + e[0] + ")";
+    case U::abs: return "std::fabs(" + e[0] + ")";
+    case U::sqrt: return "std::sqrt(" + e[0] + ")";
+    case U::rsqrt: return "(1.0f / std::sqrt(" + e[0] + "))";
+    case U::reciprocal: return "(1.0f / " + e[0] + ")";
+    case U::relu: return "(" + e[0] + " < 0.0f ? 0.0f : " + e[0] + ")";
+    default: return "";
+  }
+}
+
 // A buffer's name: t3, c0, r2.
 std::string slot(char kind, int i) {
   std::string s(1, kind);
@@ -361,12 +381,9 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
   auto is_row_value = [&](int v) {
     return fit(g.values[v].meta, k.shape) == Fit::Row && numel(k.shape) != numel(g.values[v].meta.sizes);
   };
-  // add, sub, mul and div are written inline: one IEEE operation per element, the same bits
-  // as the SIMD kernel's (no FMA contraction: -ffp-contract=off). An inline result read
-  // only by the next op, inline too, is not stored: it is that op's subexpression.
-  auto is_inline = [](const KernelOp& op) {
-    return op.kind == KernelOp::Binary && op.code <= int(kernels::SimdBinaryOp::div);
-  };
+  // An inline result read only by the next op, inline too, is not stored: it is that op's
+  // subexpression.
+  auto is_inline = [](const KernelOp& op) { return !inline_expression(op, {"x", "y"}).empty(); };
   std::map<int, int> uses;
   for (const KernelOp& op : k.ops)
     for (const Operand& o : op.operands)
@@ -432,7 +449,7 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
       return false;
     };
     if (inline_op && !output_of.count(v) && uses[v] == 1 && next_reads()) {
-      lazy[v] = "(" + elems[0] + " " + std::string(1, "+-*/"[op.code]) + " " + elems[1] + ")";
+      lazy[v] = inline_expression(op, elems);
       continue;
     }
     std::string dst;
@@ -451,12 +468,16 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
     body << "    // " << g.nodes[op.node].op << " -> %" << v << "\n    ";
     switch (op.kind) {
       case KernelOp::Unary:
-        body << "a.rt->unary_f32(" << op.code << ", " << args[0] << ", " << dst << ", " << len << ");\n";
+        if (inline_op)
+          body << "for (int64_t e = 0; e < " << len << "; ++e) " << dst << "[e] = " << inline_expression(op, elems)
+               << ";\n";
+        else
+          body << "a.rt->unary_f32(" << op.code << ", " << args[0] << ", " << dst << ", " << len << ");\n";
         break;
       case KernelOp::Binary:
         if (inline_op)
-          body << "for (int64_t e = 0; e < " << len << "; ++e) " << dst << "[e] = " << elems[0] << " "
-               << "+-*/"[op.code] << " " << elems[1] << ";\n";
+          body << "for (int64_t e = 0; e < " << len << "; ++e) " << dst << "[e] = " << inline_expression(op, elems)
+               << ";\n";
         else
           body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", " << len
                << ");\n";
