@@ -352,7 +352,7 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
     return int(busy.size()) - 1;
   };
   std::map<int, int> buffer_of;
-  std::ostringstream body, setup;
+  std::ostringstream body, setup, pointers;
   std::map<double, int> number_buffers;
   int row_values = 0;
   for (const auto& [v, i] : input_of) {
@@ -360,7 +360,8 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
     const std::string in = "a.in[" + std::to_string(i) + "]";
     const auto f = fit(g.values[v].meta, k.shape);
     if (f == Fit::Full) {
-      where[v] = "(" + in + " + s)";
+      where[v] = "i" + std::to_string(i);  // a __restrict pointer set at the span's start
+      pointers << "    const float* __restrict i" << i << " = " << in << " + s;\n";
     } else if (f == Fit::Row && n != 1) {
       where[v] = "(" + in + " + row)";
     } else if (n == 1) {  // one number for every element: filled once
@@ -368,7 +369,8 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
       where[v] = slot('t', b);
       setup << "  for (int64_t e = 0; e < " << span << "; ++e) t" << b << "[e] = " << in << "[0];\n";
     } else if (k.rows) {  // a multiple of a row: read in place
-      where[v] = "(" + in + " + s % a.period[" + std::to_string(i) + "])";
+      where[v] = "i" + std::to_string(i);
+      pointers << "    const float* __restrict i" << i << " = " << in << " + s % a.period[" << i << "];\n";
     } else {  // copied into a buffer per tile
       const int b = take();
       buffer_of[v] = b;
@@ -454,7 +456,9 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
     }
     std::string dst;
     if (output_of.count(v)) {
-      dst = "(a.out[" + std::to_string(output_of[v]) + "] + " + (op.row ? "row)" : "s)");
+      dst = "o" + std::to_string(output_of[v]);  // outputs are new tensors: no input aliases them
+      pointers << "    float* __restrict " << dst << " = a.out[" << output_of[v] << "] + " << (op.row ? "row" : "s")
+               << ";\n";
     } else if (op.row) {
       dst = slot('r', row_values++);
       body << "    float " << dst << "[1];\n";
@@ -513,7 +517,7 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
   else
     s << "  for (int64_t tile = lo; tile < hi; ++tile) {\n"
       << "    const int64_t s = tile * " << kTile << ", m = a.n - s < " << kTile << " ? a.n - s : " << kTile << ";\n";
-  s << body.str() << "  }\n";
+  s << pointers.str() << body.str() << "  }\n";
   if (k.rows) s << "  delete[] mem;\n";
   s << "}\nextern \"C\" void flb_kernel_" << index << "(const flb_args* a) {\n";
   if (k.rows)
