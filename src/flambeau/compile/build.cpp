@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -83,18 +84,26 @@ int run(const std::vector<std::string>& argv, const fs::path& log) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-// The compiler's version line (part of the cache key), read once.
-const std::string& compiler_version() {
-  static std::once_flag once;
-  static std::string version;
-  std::call_once(once, [] {
+// A compiler's version line (part of the cache key), read once per compiler.
+std::string compiler_version(const std::string& cxx) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> versions;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, fresh] = versions.emplace(cxx, "");
+  if (fresh) {
     const fs::path log = fs::temp_directory_path() / ("flambeau-cxx-version-" + std::to_string(getpid()));
-    if (run({compiler(), "--version"}, log) == 0) version = read_file(log);
+    if (run({cxx, "--version"}, log) == 0) it->second = read_file(log);
     std::error_code ec;
     fs::remove(log, ec);
-    version = version.substr(0, version.find('\n'));
-  });
-  return version;
+    it->second = it->second.substr(0, it->second.find('\n'));
+  }
+  return it->second;
+}
+
+// The private temporary directory used when the cache cannot be written (empty until then).
+fs::path& fallback_dir() {
+  static fs::path dir;
+  return dir;
 }
 
 // A directory we can write: the cache, or a private temporary one when it can't be.
@@ -108,14 +117,13 @@ fs::path writable_dir() {
     return dir;
   }
   static std::once_flag once;
-  static fs::path fallback;
   std::call_once(once, [] {
     std::string tmpl = (fs::temp_directory_path() / "flambeau-compile-XXXXXX").string();
-    if (char* d = mkdtemp(tmpl.data())) fallback = d;
+    if (char* d = mkdtemp(tmpl.data())) fallback_dir() = d;
   });
-  FLB_CHECK(!fallback.empty(), Error, "[compile] neither the cache directory ", dir.string(),
+  FLB_CHECK(!fallback_dir().empty(), Error, "[compile] neither the cache directory ", dir.string(),
             " nor a temporary directory can be written");
-  return fallback;
+  return fallback_dir();
 }
 
 }  // namespace
@@ -143,12 +151,14 @@ Toolchain native_toolchain() {
 
 std::string build(const std::string& source, const Toolchain& tc, bool* built,
                   const std::function<bool(const std::string&)>& usable) {
-  std::string key_text = source + "\n" + tc.compiler + "\n" + (tc.compiler == compiler() ? compiler_version() : "");
+  std::string key_text = source + "\n" + tc.compiler + "\n" + compiler_version(tc.compiler);
   for (const std::string& f : tc.flags) key_text += " " + f;
   const std::string key = hex(fnv1a(key_text));
   if (built) *built = false;
-  // A cached entry: the artifact and its checksum file, which must agree.
-  for (const fs::path& dir : {fs::path(cache_dir()), writable_dir()}) {
+  // A cached entry (in the cache, or the fallback directory if one was made): the artifact
+  // and its checksum file, which must agree.
+  for (const fs::path& dir : {fs::path(cache_dir()), fallback_dir()}) {
+    if (dir.empty()) continue;
     const fs::path out = dir / (key + tc.suffix), sum = dir / (key + ".sum");
     std::error_code ec;
     if (!fs::exists(out, ec) || !fs::exists(sum, ec)) continue;

@@ -111,31 +111,6 @@ std::vector<Tensor> bind(const Graph& g, const std::vector<Tensor>& inputs) {
   return env;
 }
 
-void run_node(const Graph::Node& n, std::vector<Tensor>& env) {
-  std::vector<Value> args;
-  for (const Graph::Arg& a : n.args) {
-    if (a.kind == Graph::Arg::Kind::Value) args.emplace_back(env[a.value]);
-    else if (a.kind == Graph::Arg::Kind::Constant) args.push_back(a.constant);
-    else {
-      std::vector<Tensor> list;
-      for (int v : a.values) list.push_back(env[v]);
-      args.emplace_back(std::move(list));
-    }
-  }
-  const std::vector<Value> results = call_op(n.op, std::move(args));
-  size_t out = 0;
-  for (const Value& r : results) {
-    if (auto* t = std::get_if<Tensor>(&r)) {
-      if (out < n.outputs.size()) env[n.outputs[out++]] = *t;
-    } else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) {
-      for (const Tensor& t : *l)
-        if (out < n.outputs.size()) env[n.outputs[out++]] = t;
-    }
-  }
-  FLB_CHECK(out == n.outputs.size(), Error, "[compile] replaying ", n.op, " gave ", out, " tensors, the trace saw ",
-            n.outputs.size());
-}
-
 std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs) {
   std::vector<Tensor> env = bind(g, inputs);
   for (const Graph::Node& n : g.nodes) run_node(n, env);
@@ -183,11 +158,9 @@ struct Compiled::Entry {
   std::optional<Graph> graph;
   CompiledFn run;
 
-  bool holds(const std::vector<Tensor>& in) const {
-    if (in.size() != inputs.size() || autograd::grad_mode_enabled() != grad_mode) return false;
-    for (size_t i = 0; i < in.size(); ++i)
-      if (!in[i].defined() || !(TensorMeta::of(in[i]) == inputs[i])) return false;
-    if (aliasing(in) != aliases) return false;
+  // A call with these inputs' metas and aliasing under grad mode `grad`.
+  bool holds(const std::vector<TensorMeta>& in, const std::vector<int>& alias, bool grad) const {
+    if (in != inputs || alias != aliases || grad != grad_mode) return false;
     if (graph)
       for (size_t i = 0; i < constants.size(); ++i) {
         const TensorMeta now = TensorMeta::of(graph->constants[i]);
@@ -215,12 +188,19 @@ Compiled::Compiled(TensorFn fn, CompileOptions options) : state_(std::make_share
 
 std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>& inputs) {
   State& s = *state_;
+  std::vector<TensorMeta> metas;
+  for (const Tensor& x : inputs) {
+    FLB_CHECK(x.defined(), ValueError, "[compile] an input is an undefined tensor");
+    metas.push_back(TensorMeta::of(x));
+  }
+  const std::vector<int> alias = aliasing(inputs);
+  const bool grad = autograd::grad_mode_enabled();
   CompiledFn run;
   size_t index = 0;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (; index < s.entries.size(); ++index)
-      if (s.entries[index].holds(inputs)) {
+      if (s.entries[index].holds(metas, alias, grad)) {
         run = s.entries[index].run;
         break;
       }
@@ -234,9 +214,9 @@ std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>&
   }
   Trace t = trace(s.fn, inputs);
   Entry e;
-  for (const Tensor& x : inputs) e.inputs.push_back(TensorMeta::of(x));
-  e.aliases = aliasing(inputs);
-  e.grad_mode = autograd::grad_mode_enabled();
+  e.inputs = std::move(metas);
+  e.aliases = alias;
+  e.grad_mode = grad;
   if (!t.whole()) {
     FLB_CHECK(!s.options.fullgraph, Error, "[compile] fullgraph=True, but the trace breaks at '", t.break_op, "': ",
               t.break_reason);
@@ -250,15 +230,14 @@ std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>&
     eliminate_dead_code(t.graph);
     for (const Tensor& c : t.graph.constants) e.constants.push_back(TensorMeta::of(c));
     const std::string name = s.options.backend.empty() ? get_default_backend() : s.options.backend;
-    const auto* outer = t_backend_options;
-    t_backend_options = &s.options.options;
-    try {
+    {
+      struct Options {  // backend_options() for the backend's call (also when it raises)
+        const std::map<std::string, std::string>* outer = t_backend_options;
+        explicit Options(const std::map<std::string, std::string>& o) { t_backend_options = &o; }
+        ~Options() { t_backend_options = outer; }
+      } options(s.options.options);
       e.run = lookup_backend(name)(t.graph, inputs);
-    } catch (...) {
-      t_backend_options = outer;
-      throw;
     }
-    t_backend_options = outer;
     FLB_CHECK(e.run, Error, "[compile] backend '", name, "' returned no function");
     e.graph = std::move(t.graph);
   }

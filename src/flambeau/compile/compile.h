@@ -48,10 +48,9 @@ const Backend& lookup_backend(const std::string& name);
 CompiledFn run_eagerly(const Graph& g);
 // Runs the graph on inputs (what "eager" returns does).
 std::vector<Tensor> interpret(const Graph& g, const std::vector<Tensor>& inputs);
-// Its two parts, for backends that run some nodes themselves: each value's tensor with the
-// inputs and constants bound, and one node run through the op registry.
+// Its first part, for backends that run some nodes themselves (then run_node, graph.h):
+// each value's tensor, with the inputs and constants bound.
 std::vector<Tensor> bind(const Graph& g, const std::vector<Tensor>& inputs);
-void run_node(const Graph::Node& n, std::vector<Tensor>& env);
 
 // Where warnings go (stderr by default; Python sends them to warnings.warn).
 void set_warning_handler(std::function<void(const std::string&)> handler);

@@ -89,13 +89,6 @@ std::optional<kernels::SimdBinaryOp> binary_of(const std::string& op) {
   return it == ops.end() ? std::nullopt : std::optional(it->second);
 }
 
-std::optional<double> number(const op_hook::Value& v) {
-  if (auto* s = std::get_if<Scalar>(&v)) return s->to<double>();
-  if (auto* d = std::get_if<double>(&v)) return *d;
-  if (auto* i = std::get_if<int64_t>(&v)) return double(*i);
-  return std::nullopt;
-}
-
 bool contiguous(const TensorMeta& m) {
   int64_t expected = 1;
   for (int64_t d = int64_t(m.sizes.size()) - 1; d >= 0; --d) {
@@ -103,12 +96,6 @@ bool contiguous(const TensorMeta& m) {
     expected *= m.sizes[d];
   }
   return true;
-}
-
-int64_t numel(const Dims& d) {
-  int64_t n = 1;
-  for (int64_t x : d) n *= x;
-  return n;
 }
 
 bool is_reduction(const std::string& op) { return op == "sum" || op == "mean" || op == "amax" || op == "amin"; }
@@ -151,7 +138,7 @@ struct KernelOp {
 // The node as an op of a kernel over `shape`, or nothing.
 std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
   const Graph::Node& node = g.nodes[n];
-  if (node.outputs.size() != 1 || numel(shape) == 0) return std::nullopt;
+  if (node.outputs.size() != 1 || numel_of(shape) == 0) return std::nullopt;
   const auto out = fit(g.values[node.outputs[0]].meta, shape);
   if (!out || *out == Fit::Trailing) return std::nullopt;
   KernelOp op{KernelOp::Unary, n, 0, *out == Fit::Row, {}};
@@ -177,14 +164,9 @@ std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
     op.kind = KernelOp::Binary;
     op.code = int(*b);
     tensor_args = 2;
-    if (node.args.size() > 2) {  // add/sub: alpha 1 only; div: no rounding mode
-      const auto alpha = number(node.args[2].constant);
-      const auto* mode = std::get_if<std::string>(&node.args[2].constant);  // C++ reports None as ""
-      const bool plain = node.op == "div"
-                             ? std::holds_alternative<std::monostate>(node.args[2].constant) || (mode && mode->empty())
-                             : alpha && *alpha == 1.0;
-      if (!plain || node.args.size() > 3) return std::nullopt;
-    }
+    if (node.op == "div" ? !plain_division(node)  // add/sub: alpha 1 only
+                         : node.args.size() > 3 || (node.args.size() == 3 && number_of(node.args[2].constant) != 1.0))
+      return std::nullopt;
   } else {
     return std::nullopt;
   }
@@ -198,11 +180,11 @@ std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
       if (!f) return std::nullopt;
       // A reduction reads a whole row; a per-row result reads per-row values (or one number).
       if (op.kind >= KernelOp::Sum && *f != Fit::Full) return std::nullopt;
-      if (op.row && op.kind < KernelOp::Sum && *f != Fit::Row && numel(m.sizes) != 1) return std::nullopt;
-      if (*f == Fit::Trailing && numel(m.sizes) != 1 && numel(m.sizes) % shape.back() != 0) return std::nullopt;
+      if (op.row && op.kind < KernelOp::Sum && *f != Fit::Row && numel_of(m.sizes) != 1) return std::nullopt;
+      if (*f == Fit::Trailing && numel_of(m.sizes) != 1 && numel_of(m.sizes) % shape.back() != 0) return std::nullopt;
       o.value = a.value;
-      o.fit = numel(m.sizes) == 1 && *f != Fit::Full ? Fit::Trailing : *f;
-    } else if (auto x = number(a.constant)) {
+      o.fit = numel_of(m.sizes) == 1 && *f != Fit::Full ? Fit::Trailing : *f;
+    } else if (auto x = number_of(a.constant)) {
       o.number = *x;
     } else {
       return std::nullopt;
@@ -356,7 +338,7 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
   std::map<double, int> number_buffers;
   int row_values = 0;
   for (const auto& [v, i] : input_of) {
-    const int64_t n = numel(g.values[v].meta.sizes);
+    const int64_t n = numel_of(g.values[v].meta.sizes);
     const std::string in = "a.in[" + std::to_string(i) + "]";
     const auto f = fit(g.values[v].meta, k.shape);
     if (f == Fit::Full) {
@@ -380,9 +362,7 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
            << "[e] = x[j]; if (++j == p) j = 0; } }\n";
     }
   }
-  auto is_row_value = [&](int v) {
-    return fit(g.values[v].meta, k.shape) == Fit::Row && numel(k.shape) != numel(g.values[v].meta.sizes);
-  };
+  auto is_row_value = [&](int v) { return fit(g.values[v].meta, k.shape) == Fit::Row; };
   // An inline result read only by the next op, inline too, is not stored: it is that op's
   // subexpression.
   auto is_inline = [](const KernelOp& op) { return !inline_expression(op, {"x", "y"}).empty(); };
@@ -470,21 +450,16 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
     where[v] = dst;
     const std::string len = op.row ? "1" : "m";
     body << "    // " << g.nodes[op.node].op << " -> %" << v << "\n    ";
-    switch (op.kind) {
+    if (inline_op)
+      body << "for (int64_t e = 0; e < " << len << "; ++e) " << dst << "[e] = " << inline_expression(op, elems)
+           << ";\n";
+    else switch (op.kind) {
       case KernelOp::Unary:
-        if (inline_op)
-          body << "for (int64_t e = 0; e < " << len << "; ++e) " << dst << "[e] = " << inline_expression(op, elems)
-               << ";\n";
-        else
-          body << "a.rt->unary_f32(" << op.code << ", " << args[0] << ", " << dst << ", " << len << ");\n";
+        body << "a.rt->unary_f32(" << op.code << ", " << args[0] << ", " << dst << ", " << len << ");\n";
         break;
       case KernelOp::Binary:
-        if (inline_op)
-          body << "for (int64_t e = 0; e < " << len << "; ++e) " << dst << "[e] = " << inline_expression(op, elems)
-               << ";\n";
-        else
-          body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", " << len
-               << ");\n";
+        body << "a.rt->binary_f32(" << op.code << ", " << args[0] << ", " << args[1] << ", " << dst << ", " << len
+             << ");\n";
         break;
       case KernelOp::Sum:
       case KernelOp::Mean: {  // mean, as eager: the float sum divided by the count, in float
@@ -668,11 +643,11 @@ CompiledFn cross_backend(const Graph& g, const Plan& p, int bits) {
   const std::string exe = build(source, tc);
   return [g, k, exe, bits](const std::vector<Tensor>& inputs) {
     std::vector<Tensor> env = bind(g, inputs);
-    std::vector<int64_t> header{numel(k.shape), k.shape.empty() ? 1 : k.shape.back(), int64_t(k.inputs.size()),
+    std::vector<int64_t> header{numel_of(k.shape), k.shape.empty() ? 1 : k.shape.back(), int64_t(k.inputs.size()),
                                 int64_t(k.outputs.size())};
     std::vector<Tensor> ins;
     for (int v : k.inputs) ins.push_back(env[v].contiguous()), header.push_back(ins.back().numel());
-    for (int v : k.outputs) header.push_back(numel(g.values[v].meta.sizes));
+    for (int v : k.outputs) header.push_back(numel_of(g.values[v].meta.sizes));
     namespace fs = std::filesystem;
     const fs::path dir = fs::temp_directory_path();
     const std::string tag = "flambeau-armv9-" + std::to_string(getpid()) + "-" + std::to_string(std::rand());
@@ -688,7 +663,6 @@ CompiledFn cross_backend(const Graph& g, const Plan& p, int bits) {
         log.string());
     std::error_code ec;
     std::ifstream f(out_file, std::ios::binary);
-    std::vector<Tensor> outs(g.values.size());
     for (int v : k.outputs) {
       env[v] = empty(g.values[v].meta.sizes, kFloat32);
       f.read(static_cast<char*>(env[v].data_ptr()), std::streamsize(env[v].numel() * 4));
@@ -752,7 +726,7 @@ CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs
         env[v] = empty(g.values[v].meta.sizes, kFloat32);  // the shape, or one value per row
         out_ptrs.push_back(env[v].data<float>());
       }
-      const KernelArgs args{&runtime(), in_ptrs.data(), periods.data(), out_ptrs.data(), numel(kern.shape),
+      const KernelArgs args{&runtime(), in_ptrs.data(), periods.data(), out_ptrs.data(), numel_of(kern.shape),
                             kern.shape.empty() ? 1 : kern.shape.back()};
       (*fns)[k++](&args);
     }

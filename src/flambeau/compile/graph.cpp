@@ -142,11 +142,65 @@ std::string Graph::to_dot() const {
   return s.str();
 }
 
+void run_node(const Graph::Node& n, std::vector<Tensor>& env) {
+  std::vector<Value> args;
+  for (const Graph::Arg& a : n.args) {
+    if (a.kind == Graph::Arg::Kind::Value) args.emplace_back(env[a.value]);
+    else if (a.kind == Graph::Arg::Kind::Constant) args.push_back(a.constant);
+    else {
+      std::vector<Tensor> list;
+      for (int v : a.values) list.push_back(env[v]);
+      args.emplace_back(std::move(list));
+    }
+  }
+  size_t out = 0;
+  for (const Value& r : call_op(n.op, std::move(args))) {
+    if (auto* t = std::get_if<Tensor>(&r)) {
+      if (out < n.outputs.size()) env[n.outputs[out++]] = *t;
+    } else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) {
+      for (const Tensor& t : *l)
+        if (out < n.outputs.size()) env[n.outputs[out++]] = t;
+    }
+  }
+  FLB_CHECK(out == n.outputs.size(), Error, "[compile] replaying ", n.op, " gave ", out, " tensors, the trace saw ",
+            n.outputs.size());
+}
+
+std::optional<double> number_of(const op_hook::Value& v) {
+  if (auto* s = std::get_if<Scalar>(&v)) return s->to<double>();
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* i = std::get_if<int64_t>(&v)) return double(*i);
+  return std::nullopt;
+}
+
+bool plain_division(const Graph::Node& n) {
+  if (n.args.size() < 3) return n.args.size() == 2;
+  const auto* mode = std::get_if<std::string>(&n.args[2].constant);
+  return n.args.size() == 3 && (std::holds_alternative<std::monostate>(n.args[2].constant) || (mode && mode->empty()));
+}
+
 bool is_pure(const std::string& op) {
   static const std::set<std::string> random{"rand", "randn", "randint", "randperm", "multinomial", "dropout",
                                             "rand_like", "randn_like", "randint_like", "bernoulli", "normal"};
   return !op.empty() && op.back() != '_' && !random.count(op);
 }
+
+namespace {
+
+// Keeps the nodes marked, in order (their values learn their new node index); returns how
+// many went.
+int keep_nodes(Graph& g, const std::vector<bool>& keep) {
+  std::vector<Graph::Node> kept;
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    if (keep[n]) kept.push_back(std::move(g.nodes[n]));
+  const int dropped = int(g.nodes.size() - kept.size());
+  g.nodes = std::move(kept);
+  for (size_t n = 0; n < g.nodes.size(); ++n)
+    for (int v : g.nodes[n].outputs) g.values[v].node = int(n);
+  return dropped;
+}
+
+}  // namespace
 
 int eliminate_dead_code(Graph& g) {
   std::vector<bool> live(g.values.size(), false);
@@ -162,14 +216,7 @@ int eliminate_dead_code(Graph& g) {
     for (const Graph::Arg& a : node.args) reads(a, in);
     for (int v : in) live[v] = true;
   }
-  std::vector<Graph::Node> kept;
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    if (keep[n]) kept.push_back(std::move(g.nodes[n]));
-  const int dropped = int(g.nodes.size() - kept.size());
-  g.nodes = std::move(kept);
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    for (int v : g.nodes[n].outputs) g.values[v].node = int(n);
-  return dropped;
+  return keep_nodes(g, keep);
 }
 
 int eliminate_common_subexpressions(Graph& g) {
@@ -228,11 +275,7 @@ void replace_uses(Graph& g, int from, int to) {
 
 std::optional<double> number_arg(const Graph::Node& n, size_t i) {
   if (i >= n.args.size() || n.args[i].kind != Graph::Arg::Kind::Constant) return std::nullopt;
-  const op_hook::Value& v = n.args[i].constant;
-  if (auto* s = std::get_if<Scalar>(&v)) return s->to<double>();
-  if (auto* d = std::get_if<double>(&v)) return *d;
-  if (auto* i64 = std::get_if<int64_t>(&v)) return double(*i64);
-  return std::nullopt;
+  return number_of(n.args[i].constant);
 }
 
 }  // namespace
@@ -240,66 +283,41 @@ std::optional<double> number_arg(const Graph::Node& n, size_t i) {
 int fold_constants(Graph& g) {
   if (writes(g)) return 0;
   autograd::NoGradGuard no_grad;
-  std::map<int, Tensor> known;  // values computed here
-  // A captured tensor nothing else holds (made by the traced function, e.g. from a Python
-  // list) cannot change between calls: it counts as known. Parameters and buffers can.
-  std::map<int, Tensor> owned;
+  // known: the values computed here, and the captured tensors nothing else holds (made by
+  // the traced function, e.g. from a Python list), which cannot change between calls.
+  // Parameters and buffers can.
+  std::vector<Tensor> env(g.values.size());
+  std::vector<bool> known(g.values.size(), false);
   for (size_t v = 0; v < g.values.size(); ++v)
     if (g.values[v].kind == Graph::Kind::Constant) {
       const Tensor& t = g.constants[g.values[v].index];
-      if (t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && !t.requires_grad()) owned[int(v)] = t;
+      known[v] = t.impl_ptr().use_count() == 1 && t.storage().use_count() == 1 && !t.requires_grad();
+      if (known[v]) env[v] = t;
     }
-  auto is_known = [&](int v) { return known.count(v) || owned.count(v); };
-  auto value_of = [&](int v) { return known.count(v) ? known[v] : owned[v]; };
-  std::vector<bool> folded(g.nodes.size(), false);
-  int count = 0;
+  std::vector<bool> keep(g.nodes.size(), true);
+  std::vector<int> folded;  // their outputs
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const Graph::Node& node = g.nodes[n];
     bool foldable = !node.outputs.empty();
-    std::vector<Value> args;
     for (const Graph::Arg& a : node.args) {
-      if (a.kind == Graph::Arg::Kind::Constant) {
-        foldable = foldable && !std::holds_alternative<op_hook::Opaque>(a.constant);
-        args.push_back(a.constant);
-      } else if (a.kind == Graph::Arg::Kind::Value) {
-        foldable = foldable && is_known(a.value);
-        if (foldable) args.emplace_back(value_of(a.value));
-      } else {
-        std::vector<Tensor> list;
-        for (int v : a.values) {
-          foldable = foldable && is_known(v);
-          if (foldable) list.push_back(value_of(v));
-        }
-        args.emplace_back(std::move(list));
-      }
+      foldable = foldable && !(a.kind == Graph::Arg::Kind::Value && !known[a.value]) &&
+                 !std::holds_alternative<op_hook::Opaque>(a.constant);
+      for (int v : a.values) foldable = foldable && known[v];
     }
     for (int v : node.outputs) foldable = foldable && !is_output(g, v);
     if (!foldable) continue;
-    std::vector<Tensor> results;
-    for (const Value& r : call_op(node.op, std::move(args))) {
-      if (auto* t = std::get_if<Tensor>(&r)) results.push_back(*t);
-      else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) results.insert(results.end(), l->begin(), l->end());
-    }
-    if (results.size() != node.outputs.size()) continue;
-    for (size_t i = 0; i < results.size(); ++i) known[node.outputs[i]] = results[i];
-    folded[n] = true;
-    ++count;
+    run_node(node, env);
+    for (int v : node.outputs) known[v] = true, folded.push_back(v);
+    keep[n] = false;
   }
-  if (!count) return 0;
   // The folded values become the graph's own constants; their nodes go.
-  for (const auto& [v, t] : known) {
+  for (int v : folded) {
     g.values[v].kind = Graph::Kind::Constant;
     g.values[v].node = -1;
     g.values[v].index = int(g.constants.size());
-    g.constants.push_back(t);
+    g.constants.push_back(env[v]);
   }
-  std::vector<Graph::Node> kept;
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    if (!folded[n]) kept.push_back(std::move(g.nodes[n]));
-  g.nodes = std::move(kept);
-  for (size_t n = 0; n < g.nodes.size(); ++n)
-    for (int v : g.nodes[n].outputs) g.values[v].node = int(n);
-  return count;
+  return keep_nodes(g, keep);
 }
 
 int simplify_algebra(Graph& g) {
@@ -310,12 +328,8 @@ int simplify_algebra(Graph& g) {
     const int out = n.outputs[0];
     int x = n.args[0].value;
     bool identity = false;
-    if (n.op == "mul" || n.op == "div") identity = number_arg(n, 1) == 1.0 && n.args.size() == 2;
-    if (n.op == "div" && n.args.size() == 3) {  // no rounding mode (None, or "" from C++)
-      const auto* mode = std::get_if<std::string>(&n.args[2].constant);
-      identity = number_arg(n, 1) == 1.0 &&
-                 (std::holds_alternative<std::monostate>(n.args[2].constant) || (mode && mode->empty()));
-    }
+    if (n.op == "mul") identity = number_arg(n, 1) == 1.0 && n.args.size() == 2;
+    if (n.op == "div") identity = number_arg(n, 1) == 1.0 && plain_division(n);
     if (n.op == "sub") identity = number_arg(n, 1) == 0.0 && (n.args.size() == 2 || number_arg(n, 2) == 1.0);
     if (n.op == "neg") {
       const Graph::Value& in = g.values[x];

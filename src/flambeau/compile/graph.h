@@ -5,6 +5,7 @@
 // the registry, ops/registry.h) whose arguments are values, lists of values or constants
 // (numbers, shapes, dtypes, strings). print: graph.str(); Graphviz: graph.to_dot().
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,13 @@ struct Graph {
   std::string str() const;
   std::string to_dot() const;
 };
+
+// Runs node n through the op registry on env (each value's tensor), setting its outputs.
+void run_node(const Graph::Node& n, std::vector<Tensor>& env);
+// A constant argument as a number (a Scalar, float or int), or nothing.
+std::optional<double> number_of(const op_hook::Value& v);
+// Whether div node n divides plainly: no rounding mode (None; C++ reports it as "").
+bool plain_division(const Graph::Node& n);
 
 // Whether an op's result depends only on its arguments and it writes nothing (no trailing
 // '_', no random numbers): what dead-code elimination may drop and CSE may merge.

@@ -112,6 +112,13 @@ std::string interval_expression(const std::string& op, const std::vector<std::st
   return boolean_out ? "2" : "kAny";
 }
 
+// An integer constant argument (an int, or a Scalar holding one), or nothing.
+std::optional<int64_t> integer(const op_hook::Value& v) {
+  if (const auto* s = std::get_if<Scalar>(&v); s && !s->is_floating()) return s->to<int64_t>();
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  return std::nullopt;
+}
+
 // One node as a C++ expression of its operands' expressions; empty when unsupported.
 std::string expression(const std::string& op, const std::vector<std::string>& a, bool boolean) {
   static const std::map<std::string, std::string> compare{{"eq", "=="}, {"ne", "!="}, {"lt", "<"},
@@ -171,12 +178,7 @@ fa::MaskModPtr compile_mask_mod(const TensorFn& fn, std::string* why) {
         iargs.push_back(iname[a.value]);
         arg_bool.push_back(g.values[a.value].meta.dtype == kBool);
         all_bool = all_bool && arg_bool.back();
-      } else if (const auto* s = std::get_if<Scalar>(&a.constant); s && !s->is_floating()) {
-        args.push_back("int64_t(" + std::to_string(s->to<int64_t>()) + ")");
-        iargs.push_back("I{" + args.back() + ", " + args.back() + "}");
-        arg_bool.push_back(false);
-        all_bool = false;
-      } else if (const auto* i = std::get_if<int64_t>(&a.constant)) {
+      } else if (const auto i = integer(a.constant)) {
         args.push_back("int64_t(" + std::to_string(*i) + ")");
         iargs.push_back("I{" + args.back() + ", " + args.back() + "}");
         arg_bool.push_back(false);

@@ -60,11 +60,6 @@ struct Recorder {
     return value_of[t.impl()] = trace->graph.add_constant(t);
   }
 
-  void end(const op_hook::OpCall& c, std::string why) {
-    trace->break_op = std::string(c.name);
-    trace->break_reason = std::move(why);
-  }
-
   void on_call(const op_hook::OpCall& c) {
     if (std::this_thread::get_id() != thread || !trace->whole()) return;
     if (kFactories.count(c.name)) {
@@ -75,7 +70,8 @@ struct Recorder {
       }
       return;
     }
-    if (std::string why = unrecordable(c); !why.empty()) return end(c, why);
+    auto stop = [&](std::string why) { trace->end(std::string(c.name), std::move(why)); };
+    if (std::string why = unrecordable(c); !why.empty()) return stop(why);
     std::vector<Graph::Arg> args;
     for (const op_hook::Value& v : c.args) {
       Graph::Arg a;
@@ -84,14 +80,14 @@ struct Recorder {
       } else if (auto* t = std::get_if<Tensor>(&v); t && t->defined()) {
         a.kind = Graph::Arg::Kind::Value;
         a.value = value(*t);
-        if (a.value < 0) return end(c, "an argument is a view made by an op the trace does not see");
+        if (a.value < 0) return stop("an argument is a view made by an op the trace does not see");
       } else if (auto* l = std::get_if<std::vector<Tensor>>(&v)) {
         a.kind = Graph::Arg::Kind::ValueList;
         for (const Tensor& x : *l) a.values.push_back(value(x));
         for (int x : a.values)
-          if (x < 0) return end(c, "an argument is a view made by an op the trace does not see");
+          if (x < 0) return stop("an argument is a view made by an op the trace does not see");
       } else if (std::holds_alternative<std::vector<std::optional<Tensor>>>(v)) {
-        return end(c, "an argument is a list of optional tensors");
+        return stop("an argument is a list of optional tensors");
       } else {
         a.constant = std::holds_alternative<Tensor>(v) ? op_hook::Value() : v;  // an undefined tensor: None
       }
@@ -114,10 +110,7 @@ thread_local Recorder* t_recorder = nullptr;  // the trace recording on this thr
 bool is_tracing() { return t_recorder != nullptr; }
 
 void break_trace(const std::string& what, const std::string& why) {
-  if (t_recorder && t_recorder->trace->whole()) {
-    t_recorder->trace->break_op = what;
-    t_recorder->trace->break_reason = why;
-  }
+  if (t_recorder) t_recorder->trace->end(what, why);
 }
 
 Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
@@ -129,18 +122,21 @@ Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     const int v = t.graph.add_input(x);
     rec.value_of.emplace(x.impl(), v);  // a tensor passed twice: its first input (compile guards the aliasing)
   }
-  const int id = op_hook::add_listener([&rec](const op_hook::OpCall& c) { rec.on_call(c); });
-  Recorder* outer = t_recorder;
-  t_recorder = &rec;
-  try {
+  {
+    // Listening while fn runs (also when it raises).
+    struct Listening {
+      Recorder* outer = t_recorder;
+      int id;
+      explicit Listening(Recorder& r) : id(op_hook::add_listener([&r](const op_hook::OpCall& c) { r.on_call(c); })) {
+        t_recorder = &r;
+      }
+      ~Listening() {
+        t_recorder = outer;
+        op_hook::remove_listener(id);
+      }
+    } listening(rec);
     t.outputs = fn(inputs);
-  } catch (...) {
-    t_recorder = outer;
-    op_hook::remove_listener(id);
-    throw;
   }
-  t_recorder = outer;
-  op_hook::remove_listener(id);
   if (!t.whole()) return t;
   // A tensor the function made must stay as made: not written in place, not returned.
   for (const Graph::Node& n : t.graph.nodes) {
@@ -148,21 +144,18 @@ Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     for (const Graph::Arg& a : n.args)
       if ((a.kind == Graph::Arg::Kind::Value && rec.factory_values.count(a.value)) ||
           std::any_of(a.values.begin(), a.values.end(), [&](int v) { return rec.factory_values.count(v) > 0; })) {
-        t.break_op = n.op;
-        t.break_reason = "it writes a tensor the function made (it would carry over between calls)";
+        t.end(n.op, "it writes a tensor the function made (it would carry over between calls)");
         return t;
       }
   }
   for (const Tensor& out : t.outputs) {
     auto it = out.defined() ? rec.value_of.find(out.impl()) : rec.value_of.end();
     if (it == rec.value_of.end()) {
-      t.break_op = "return";
-      t.break_reason = "an output was not made by a traced op, an input or a constant";
+      t.end("return", "an output was not made by a traced op, an input or a constant");
       return t;
     }
     if (rec.factory_values.count(it->second)) {
-      t.break_op = "return";
-      t.break_reason = "an output is a tensor a factory made (it would be the same tensor on every call)";
+      t.end("return", "an output is a tensor a factory made (it would be the same tensor on every call)");
       return t;
     }
     t.graph.outputs.push_back(it->second);

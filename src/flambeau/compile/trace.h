@@ -28,6 +28,10 @@ struct Trace {
   std::string break_op;         // the op that ended the trace; empty when it is whole
   std::string break_reason;
   bool whole() const { return break_op.empty(); }
+  // Ends the trace at `op` (the first reason given stays).
+  void end(std::string op, std::string why) {
+    if (whole()) break_op = std::move(op), break_reason = std::move(why);
+  }
 };
 
 Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs);

@@ -286,7 +286,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::shared_ptr<Communicator> comm,
   if (s.params.empty()) s.rebuilt = true;
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < s.params.size(); ++i)
-    autograd::meta_of(s.params[i]).post_accumulate_hooks.push_back([weak, i](Tensor&) {
+    autograd::register_post_accumulate_grad_hook(s.params[i], [weak, i](Tensor&) {
       if (auto st = weak.lock()) st->mark_ready(i);
     });
 }

@@ -2,6 +2,7 @@
 #include "flambeau/distributed/fully_shard.h"
 
 #include <cmath>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "flambeau/autograd/autograd.h"
@@ -267,15 +268,13 @@ FullyShardedModel::FullyShardedModel(nn::Module& root, const std::vector<std::sh
       }
 
   // The shards in root.parameters() order.
+  std::unordered_map<const TensorImpl*, std::pair<FSDPGroup*, size_t>> place;
+  for (auto& g : groups_)
+    for (size_t k = 0; k < g->shards().size(); ++k) place[g->unsharded(k).impl()] = {g.get(), k};
   for (const Tensor& p : root.parameters()) {
-    for (auto& g : groups_) {
-      const auto& params = g->shards();
-      for (size_t k = 0; k < params.size(); ++k)
-        if (g->unsharded(k).impl() == p.impl()) {
-          shards_.push_back(params[k]);
-          where_.emplace_back(g.get(), k);
-        }
-    }
+    const auto [g, k] = place.at(p.impl());
+    shards_.push_back(g->shards()[k]);
+    where_.emplace_back(g, k);
   }
 }
 
