@@ -20,6 +20,11 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool allow_unused = false);
 
+// grad() without the op hook's report of the call itself, so that the ops the pass runs are
+// reported one by one (the compiler's AOT pass traces a backward this way).
+std::vector<Tensor> grad_as_ops(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused);
+
 // Queues `callback` to run when the backward pass (backward or grad) running on this thread
 // has processed its whole graph, before that call returns (torch's
 // Variable._execution_engine.queue_callback). Callbacks run in the order queued; one may

@@ -166,6 +166,11 @@ FLB_OP(grad,
        (const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
         const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused),
        (outputs, inputs, grad_outputs, retain_graph, allow_unused), std::vector<Tensor>) {
+  return grad_as_ops(outputs, inputs, grad_outputs, retain_graph, allow_unused);
+}
+
+std::vector<Tensor> grad_as_ops(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
   std::vector<Tensor> root_grads;
   const std::vector<Edge> edges = root_edges_of("grad", outputs, grad_outputs, root_grads);
   std::vector<Capture> captures;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "flambeau/autograd/node.h"
+#include "flambeau/compile/aot.h"
 #include "flambeau/compile/cpp_backend.h"
 #include "flambeau/core/error.h"
 #include "flambeau/ops/registry.h"
@@ -16,11 +17,19 @@ namespace flambeau::compiler {
 
 namespace {
 
+// "aot_eager": the forward and backward graphs of compiled training (aot.h), each run op by op.
+CompiledFn aot_eager(const Graph& g, const std::vector<Tensor>& example_inputs) {
+  const Backend eager = [](const Graph& h, const std::vector<Tensor>&) { return run_eagerly(h); };
+  return needs_grad(g, example_inputs) ? compile_for_training(g, example_inputs, eager) : run_eagerly(g);
+}
+
 struct Registry {
   std::mutex mutex;
   std::map<std::string, Backend> backends{
-      {"eager", [](const Graph& g, const std::vector<Tensor>&) { return run_eagerly(g); }}, {"cpp", cpp_backend}};
-  std::map<std::string, std::vector<std::string>> tags{{"eager", {"debug"}}};
+      {"eager", [](const Graph& g, const std::vector<Tensor>&) { return run_eagerly(g); }},
+      {"aot_eager", aot_eager},
+      {"cpp", cpp_backend}};
+  std::map<std::string, std::vector<std::string>> tags{{"eager", {"debug"}}, {"aot_eager", {"debug"}}};
   std::string default_backend = "cpp";
   std::function<void(const std::string&)> warn = [](const std::string& m) {
     std::fprintf(stderr, "flambeau.compile: %s\n", m.c_str());
@@ -32,6 +41,8 @@ Registry& registry() {
   return *r;
 }
 
+}  // namespace
+
 void warn(const std::string& message) {
   std::function<void(const std::string&)> handler;
   {
@@ -41,8 +52,6 @@ void warn(const std::string& message) {
   handler(message);
 }
 
-}  // namespace
-
 void register_backend(const std::string& name, Backend backend, std::vector<std::string> tags) {
   FLB_CHECK(!name.empty() && backend, ValueError, "[register_backend] needs a name and a backend function");
   std::lock_guard<std::mutex> lock(registry().mutex);
@@ -51,7 +60,7 @@ void register_backend(const std::string& name, Backend backend, std::vector<std:
 }
 
 void unregister_backend(const std::string& name) {
-  if (name == "eager" || name == "cpp") return;
+  if (name == "eager" || name == "aot_eager" || name == "cpp") return;
   std::lock_guard<std::mutex> lock(registry().mutex);
   registry().backends.erase(name);
   registry().tags.erase(name);
@@ -164,7 +173,9 @@ struct Compiled::Entry {
     if (graph)
       for (size_t i = 0; i < constants.size(); ++i) {
         const TensorMeta now = TensorMeta::of(graph->constants[i]);
-        if (now.dtype != constants[i].dtype || now.sizes != constants[i].sizes) return false;
+        if (now.dtype != constants[i].dtype || now.sizes != constants[i].sizes ||
+            now.requires_grad != constants[i].requires_grad)
+          return false;
       }
     return true;
   }
@@ -224,10 +235,7 @@ std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>&
     s.warned_break = true;
     e.run = s.fn;
   } else {
-    fold_constants(t.graph);
-    simplify_algebra(t.graph);
-    eliminate_common_subexpressions(t.graph);
-    eliminate_dead_code(t.graph);
+    optimize(t.graph);
     for (const Tensor& c : t.graph.constants) e.constants.push_back(TensorMeta::of(c));
     const std::string name = s.options.backend.empty() ? get_default_backend() : s.options.backend;
     {

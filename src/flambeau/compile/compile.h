@@ -4,16 +4,17 @@
 // runs it from then on.
 //
 // Guards: a trace holds for a call whose inputs have the trace's dtypes, shapes, strides and
-// requires_grad, and the same pattern of inputs that are one tensor, under the same grad mode, while the constants it captured keep their dtypes
-// and shapes. A call no trace holds for traces again, up to cache_size_limit traces (8, as
+// requires_grad, and the same pattern of inputs that are one tensor, under the same grad
+// mode, while the constants it captured keep their dtypes, shapes and requires_grad. A call no trace holds for traces again, up to cache_size_limit traces (8, as
 // torch); after that the function runs eagerly (one warning). A trace that breaks (trace.h)
 // raises with fullgraph, naming the op; otherwise the function runs eagerly for calls of
 // that kind (one warning). The traced call's results are the eager run's.
 //
 // Backends (the registry of torch._dynamo / torch.compiler): a backend receives the graph
 // and the example inputs and returns the callable that runs the graph. Built in: "cpp" (the
-// default; cpp_backend.h) and "eager" (the graph's ops one by one through the op registry,
-// differentiable as eager is).
+// default; cpp_backend.h; compiled training, aot.h), "eager" (the graph's ops one by one
+// through the op registry, differentiable as eager is) and "aot_eager" (compiled training's
+// forward and backward graphs, each op by op).
 #pragma once
 #include <functional>
 #include <map>
@@ -54,6 +55,8 @@ std::vector<Tensor> bind(const Graph& g, const std::vector<Tensor>& inputs);
 
 // Where warnings go (stderr by default; Python sends them to warnings.warn).
 void set_warning_handler(std::function<void(const std::string&)> handler);
+// Sends a warning there.
+void warn(const std::string& message);
 
 struct CompileOptions {
   std::string backend;       // empty: the default backend at the first call

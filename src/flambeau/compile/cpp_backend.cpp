@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "flambeau/autograd/node.h"
+#include "flambeau/compile/aot.h"
 #include "flambeau/compile/build.h"
 #include "flambeau/core/error.h"
 #include "flambeau/core/parallel.h"
@@ -516,15 +517,6 @@ std::string source_of(const Graph& g, const Plan& p) {
 }
 
 
-bool needs_grad(const Graph& g, const std::vector<Tensor>& inputs) {
-  if (!autograd::grad_mode_enabled()) return false;
-  for (const Tensor& t : inputs)
-    if (t.requires_grad()) return true;
-  for (const Tensor& t : g.constants)
-    if (t.requires_grad()) return true;
-  return false;
-}
-
 // ---- Armv9-A (cross target) ---------------------------------------------------------------
 
 // Each unary op as a plain C++ expression of v (the cross target's own libm).
@@ -677,6 +669,9 @@ CompiledFn cross_backend(const Graph& g, const Plan& p, int bits) {
   };
 }
 
+// The graph's kernels built for this machine (no autograd).
+CompiledFn native_backend(const Graph& g, const std::vector<Tensor>& example_inputs);
+
 }  // namespace
 
 std::string generated_source(const Graph& g) { return source_of(g, plan(g)); }
@@ -697,7 +692,13 @@ CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs
               "[compile] target armv9-a+sve2 runs no backward: call it under no_grad");
     return cross_backend(g, plan(g), sve_bits);
   }
-  if (needs_grad(g, example_inputs)) return run_eagerly(g);
+  if (needs_grad(g, example_inputs)) return compile_for_training(g, example_inputs, native_backend);
+  return native_backend(g, example_inputs);
+}
+
+namespace {
+
+CompiledFn native_backend(const Graph& g, const std::vector<Tensor>&) {
   auto p = std::make_shared<Plan>(plan(g));
   if (p->kernels == 0) return run_eagerly(g);
   const Library lib = load_library(source_of(g, *p));
@@ -735,5 +736,7 @@ CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs
     return outs;
   };
 }
+
+}  // namespace
 
 }  // namespace flambeau::compiler

@@ -11,7 +11,8 @@
 // count. Only values used after the chain are written to memory.
 //
 // The kernels of a graph are one source, built and cached by build.h. A graph that needs
-// gradients (grad mode on and an input or constant requiring grad) runs op by op, as eager.
+// gradients (grad mode on and an input or constant requiring grad) is compiled for training
+// (aot.h): its forward and its backward graphs are each built this way.
 #pragma once
 #include <string>
 

@@ -179,6 +179,48 @@ bool plain_division(const Graph::Node& n) {
   return n.args.size() == 3 && (std::holds_alternative<std::monostate>(n.args[2].constant) || (mode && mode->empty()));
 }
 
+std::vector<int> values_read(const Graph::Node& n) {
+  std::vector<int> out;
+  for (const Graph::Arg& a : n.args) reads(a, out);
+  return out;
+}
+
+Graph subgraph(const Graph& g, size_t begin, size_t end, const std::vector<int>& inputs,
+               const std::vector<int>& outputs) {
+  Graph h;
+  std::vector<int> id(g.values.size(), -1);  // g's value -> h's
+  for (int v : inputs) {
+    h.values.push_back({Graph::Kind::Input, -1, int(h.inputs.size()), g.values[v].meta});
+    h.inputs.push_back(id[v] = int(h.values.size()) - 1);
+  }
+  auto map = [&](int v) {
+    if (id[v] < 0 && g.values[v].kind == Graph::Kind::Constant) id[v] = h.add_constant(g.constants[g.values[v].index]);
+    FLB_CHECK(id[v] >= 0, Error, "[compile] subgraph: value %", v, " is neither an input nor made by its nodes");
+    return id[v];
+  };
+  for (size_t n = begin; n < end; ++n) {
+    const Graph::Node& node = g.nodes[n];
+    std::vector<Graph::Arg> args = node.args;
+    for (Graph::Arg& a : args) {
+      if (a.kind == Graph::Arg::Kind::Value) a.value = map(a.value);
+      for (int& v : a.values) v = map(v);
+    }
+    std::vector<TensorMeta> metas;
+    for (int v : node.outputs) metas.push_back(g.values[v].meta);
+    const int k = h.add_node(node.op, std::move(args), metas);
+    for (size_t i = 0; i < node.outputs.size(); ++i) id[node.outputs[i]] = h.nodes[k].outputs[i];
+  }
+  for (int v : outputs) h.outputs.push_back(map(v));
+  return h;
+}
+
+void optimize(Graph& g) {
+  fold_constants(g);
+  simplify_algebra(g);
+  eliminate_common_subexpressions(g);
+  eliminate_dead_code(g);
+}
+
 bool is_pure(const std::string& op) {
   static const std::set<std::string> random{"rand", "randn", "randint", "randperm", "multinomial", "dropout",
                                             "rand_like", "randn_like", "randint_like", "bernoulli", "normal"};

@@ -66,6 +66,15 @@ std::optional<double> number_of(const op_hook::Value& v);
 // Whether div node n divides plainly: no rounding mode (None; C++ reports it as "").
 bool plain_division(const Graph::Node& n);
 
+// The value ids node n reads, in argument order.
+std::vector<int> values_read(const Graph::Node& n);
+
+// Nodes [begin, end) of g as a graph of their own, values renumbered: its inputs are
+// `inputs` (values of g), its outputs `outputs`; the constants the nodes read come along.
+// Every value the nodes read must be one of the inputs, a constant or made by one of them.
+Graph subgraph(const Graph& g, size_t begin, size_t end, const std::vector<int>& inputs,
+               const std::vector<int>& outputs);
+
 // Whether an op's result depends only on its arguments and it writes nothing (no trailing
 // '_', no random numbers): what dead-code elimination may drop and CSE may merge.
 bool is_pure(const std::string& op);
@@ -87,5 +96,9 @@ int fold_constants(Graph& g);
 // result has x's dtype and shape and is not a graph output, in a graph that does not
 // write. Returns how many nodes were bypassed (eliminate_dead_code drops them).
 int simplify_algebra(Graph& g);
+
+// The passes compile runs, in order: fold_constants, simplify_algebra,
+// eliminate_common_subexpressions, eliminate_dead_code.
+void optimize(Graph& g);
 
 }  // namespace flambeau::compiler

@@ -2,6 +2,9 @@
 #include "flambeau/compile/trace.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -17,10 +20,13 @@ namespace {
 const std::set<std::string, std::less<>> kValueShaped{"nonzero", "unique", "unique_consecutive", "masked_select",
                                                       "argwhere", "bincount", "repeat_interleave"};
 
-// Factories: their result depends on their arguments only, which the trace specialises, so
-// the tensor a traced call made is a constant of the graph (unless written in place).
-const std::set<std::string, std::less<>> kFactories{"empty", "zeros", "ones", "full", "arange", "linspace",
-                                                    "eye", "scalar_tensor", "tensor"};
+// Factories: their result depends on their arguments only (the *_like ones: on the shape and
+// dtype of theirs, which the guards fix), so the tensor a traced call made is a constant of
+// the graph (unless written in place).
+const std::set<std::string, std::less<>> kFactories{"empty",      "zeros",     "ones",      "full",
+                                                    "arange",     "linspace",  "eye",       "scalar_tensor",
+                                                    "tensor",     "empty_like", "zeros_like", "ones_like",
+                                                    "full_like"};
 
 // Why the graph cannot hold this call ("" when it can).
 std::string unrecordable(const op_hook::OpCall& c) {
@@ -36,56 +42,133 @@ std::string unrecordable(const op_hook::OpCall& c) {
   return "";
 }
 
+// Where a tensor's elements are: its storage and geometry.
+using Layout = std::tuple<const void*, int64_t, std::vector<int64_t>, std::vector<int64_t>, DType>;
+Layout layout(const Tensor& t) {
+  return {t.storage().get(), t.storage_offset(), std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+          std::vector<int64_t>(t.strides().begin(), t.strides().end()), t.dtype()};
+}
+
+// "compile::view_at(x, size, stride, offset)": x's memory seen with another geometry, the
+// offset counted from x's own. What a backward's ops read of an op's internal views (a
+// saved weight.t() inside linear) becomes in the graph: a view of a traced tensor.
+constexpr const char* kViewAt = "compile::view_at";
+void register_view_at() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_op("compile::view_at(Tensor input, int[] size, int[] stride, int offset) -> Tensor",
+                [](const std::vector<Value>& a) {
+                  const Tensor& x = std::get<Tensor>(a[0]);
+                  return std::vector<Value>{x.as_strided(std::get<Dims>(a[1]), std::get<Dims>(a[2]),
+                                                         x.storage_offset() + std::get<int64_t>(a[3]))};
+                });
+  });
+}
+
 struct Recorder {
+  explicit Recorder(Trace* t) : trace(t) {}
   Trace* trace;
   std::thread::id thread = std::this_thread::get_id();
+  uint64_t first_serial = Storage::next_serial();  // storages allocated during the trace are newer
   std::unordered_map<const TensorImpl*, int> value_of;  // the current value of each tensor
+  std::map<Layout, int> value_at;  // the current value at each layout (inputs and results)
+  bool in_backward = false;        // begin_backward() was called
   std::vector<Tensor> keep;  // every tensor seen, alive until the end (so no address is reused)
   std::set<const void*> made;  // the storages of the inputs and of the nodes' outputs
   std::set<int> factory_values;  // constants a factory made during the trace
+  std::set<int> uninitialised;   // values made by empty(), empty_like(), ... (garbage until written)
+  // A contiguous traced value in each storage, with its offset: what view_at nodes view.
+  std::map<const void*, std::pair<int, int64_t>> contiguous_in;
 
-  void remember(const Tensor& t) {
+  void remember(const Tensor& t, int v) {
     keep.push_back(t);
     made.insert(t.storage().get());
+    value_of[t.impl()] = v;
+    value_at[layout(t)] = v;
+    if (t.is_contiguous()) contiguous_in[t.storage().get()] = {v, t.storage_offset()};
   }
 
-  // The value of an op's tensor argument; a tensor the trace has not seen is a constant,
-  // unless it shares memory with an input or a result: then some op the op hook does not
-  // report made it from them, and the trace cannot replay it (-1).
-  int value(const Tensor& t) {
-    auto it = value_of.find(t.impl());
-    if (it != value_of.end()) return it->second;
-    if (made.count(t.storage().get())) return -1;
+  // In a backward pass, t (a view no traced op made) as a view_at node of a contiguous traced
+  // value in its storage, or -1.
+  int view_of_traced(const Tensor& t) {
+    auto it = in_backward ? contiguous_in.find(t.storage().get()) : contiguous_in.end();
+    if (it == contiguous_in.end()) return -1;
+    register_view_at();
+    std::vector<Graph::Arg> args(4);
+    args[0].kind = Graph::Arg::Kind::Value;
+    args[0].value = it->second.first;
+    args[1].constant = t.sizes();
+    args[2].constant = t.strides();
+    args[3].constant = t.storage_offset() - it->second.second;
+    const int node = trace->graph.add_node(kViewAt, std::move(args), {TensorMeta::of(t)});
+    const int v = trace->graph.nodes[node].outputs[0];
+    remember(t, v);
+    return v;
+  }
+
+  // The value a traced tensor holds, or -1. In a backward pass a tensor with no value of its
+  // own at a traced value's layout is that value (a saved tensor, a detached gradient).
+  int lookup(const Tensor& t) {
+    if (auto it = value_of.find(t.impl()); it != value_of.end()) return it->second;
+    if (!in_backward) return -1;
+    auto it = value_at.find(layout(t));
+    return it == value_at.end() ? -1 : value_of[t.impl()] = it->second;
+  }
+
+  // The value of an op's tensor argument; a tensor the trace has not seen is a constant
+  // (a parameter, a captured tensor), unless it shares memory with an input or a result, or
+  // was allocated during the trace: then code the op hook does not report made it, and the
+  // trace cannot replay it (-1, with the reason in *why).
+  int value(const Tensor& t, std::string* why) {
+    if (const int v = lookup(t); v >= 0) return v;
+    if (const int v = view_of_traced(t); v >= 0) return v;
+    if (made.count(t.storage().get())) {
+      *why = "an argument is a view made by an op the trace does not see";
+      return -1;
+    }
+    if (t.storage()->serial >= first_serial) {
+      *why = "an argument was computed by code the trace does not see";
+      return -1;
+    }
     keep.push_back(t);
     return value_of[t.impl()] = trace->graph.add_constant(t);
   }
 
   void on_call(const op_hook::OpCall& c) {
     if (std::this_thread::get_id() != thread || !trace->whole()) return;
+    const bool empty_op = c.name.substr(0, 5) == "empty";
     if (kFactories.count(c.name)) {
       for (const Tensor& t : c.outputs) {
         keep.push_back(t);
         const int v = value_of[t.impl()] = trace->graph.add_constant(t);
         factory_values.insert(v);
+        if (empty_op) uninitialised.insert(v);
       }
       return;
     }
     auto stop = [&](std::string why) { trace->end(std::string(c.name), std::move(why)); };
     if (std::string why = unrecordable(c); !why.empty()) return stop(why);
     std::vector<Graph::Arg> args;
+    std::string why;
+    // An uninitialised tensor read by an op was written by code the trace does not see.
+    auto readable = [&](int v) {
+      if (v >= 0 && uninitialised.count(v)) why = "it reads a tensor made by empty() that no traced op wrote";
+      return v >= 0 && !uninitialised.count(v);
+    };
     for (const op_hook::Value& v : c.args) {
       Graph::Arg a;
       if (auto* t = std::get_if<Tensor>(&v); t && t->defined() && t->impl()->wrapped_number) {
         a.constant = t->item();  // a number the op took as a tensor (x * 2.0): the number
       } else if (auto* t = std::get_if<Tensor>(&v); t && t->defined()) {
         a.kind = Graph::Arg::Kind::Value;
-        a.value = value(*t);
-        if (a.value < 0) return stop("an argument is a view made by an op the trace does not see");
+        a.value = value(*t, &why);
+        if (!readable(a.value)) return stop(why);
       } else if (auto* l = std::get_if<std::vector<Tensor>>(&v)) {
         a.kind = Graph::Arg::Kind::ValueList;
-        for (const Tensor& x : *l) a.values.push_back(value(x));
-        for (int x : a.values)
-          if (x < 0) return stop("an argument is a view made by an op the trace does not see");
+        for (const Tensor& x : *l) {
+          a.values.push_back(value(x, &why));
+          if (!readable(a.values.back())) return stop(why);
+        }
       } else if (std::holds_alternative<std::vector<std::optional<Tensor>>>(v)) {
         return stop("an argument is a list of optional tensors");
       } else {
@@ -97,8 +180,9 @@ struct Recorder {
     for (const Tensor& t : c.outputs) metas.push_back(TensorMeta::of(t));
     const int node = trace->graph.add_node(std::string(c.name), std::move(args), metas);
     for (size_t i = 0; i < c.outputs.size(); ++i) {
-      remember(c.outputs[i]);
-      value_of[c.outputs[i].impl()] = trace->graph.nodes[node].outputs[i];  // in-place ops: the new value
+      const int v = trace->graph.nodes[node].outputs[i];
+      remember(c.outputs[i], v);  // in-place ops: the new value
+      if (empty_op) uninitialised.insert(v);
     }
   }
 };
@@ -113,14 +197,19 @@ void break_trace(const std::string& what, const std::string& why) {
   if (t_recorder) t_recorder->trace->end(what, why);
 }
 
+size_t begin_backward() {
+  FLB_CHECK(t_recorder, Error, "[compile] begin_backward() outside a trace");
+  t_recorder->in_backward = true;
+  return t_recorder->trace->graph.nodes.size();
+}
+
 Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
   Trace t;
-  Recorder rec{&t};
+  Recorder rec(&t);
   for (const Tensor& x : inputs) {
     FLB_CHECK(x.defined(), ValueError, "[compile] an input is an undefined tensor");
-    rec.remember(x);
     const int v = t.graph.add_input(x);
-    rec.value_of.emplace(x.impl(), v);  // a tensor passed twice: its first input (compile guards the aliasing)
+    if (!rec.value_of.count(x.impl())) rec.remember(x, v);  // passed twice: its first input (compile guards it)
   }
   {
     // Listening while fn runs (also when it raises).
@@ -149,16 +238,16 @@ Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
       }
   }
   for (const Tensor& out : t.outputs) {
-    auto it = out.defined() ? rec.value_of.find(out.impl()) : rec.value_of.end();
-    if (it == rec.value_of.end()) {
+    const int v = out.defined() ? rec.lookup(out) : -1;
+    if (v < 0) {
       t.end("return", "an output was not made by a traced op, an input or a constant");
       return t;
     }
-    if (rec.factory_values.count(it->second)) {
+    if (rec.factory_values.count(v)) {
       t.end("return", "an output is a tensor a factory made (it would be the same tensor on every call)");
       return t;
     }
-    t.graph.outputs.push_back(it->second);
+    t.graph.outputs.push_back(v);
   }
   return t;
 }

@@ -41,5 +41,9 @@ bool is_tracing();
 // Ends the trace recording on this thread, if any, as broken at `what` (code that must not
 // be captured: torch.compiler.disable).
 void break_trace(const std::string& what, const std::string& why);
+// Marks the rest of the trace recording on this thread as a backward pass (the AOT pass,
+// aot.h): a tensor at exactly a traced value's memory and geometry is that value (saved
+// tensors and gradients are detached aliases). Returns the number of nodes recorded so far.
+size_t begin_backward();
 
 }  // namespace flambeau::compiler

@@ -45,11 +45,18 @@ void fill_storage(Storage& s, size_t nbytes, Device device) {
 }
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> g_allocations{0};
+}
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   auto s = std::make_shared<Storage>();
   fill_storage(*s, nbytes, device);
+  s->serial = g_allocations.fetch_add(1, std::memory_order_relaxed) + 1;
   return s;
 }
+
+uint64_t Storage::next_serial() { return g_allocations.load(std::memory_order_relaxed) + 1; }
 
 namespace {
 bool compute_contiguous(const Dims& sizes, const Dims& strides) {

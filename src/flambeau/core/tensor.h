@@ -34,6 +34,9 @@ struct Storage {
   // Bumped by every in-place write through any view; autograd checks that tensors saved
   // for backward still have the version they were saved at.
   std::atomic<uint32_t> version{0};
+  // Allocation order (1, 2, ... by allocate(); 0 for memory from elsewhere): the compiler's
+  // tracer tells the tensors made during a trace from older ones by it.
+  uint64_t serial = 0;
   Storage() = default;
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -42,6 +45,8 @@ struct Storage {
   }
   // Allocates `nbytes` from the device's allocator.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+  // The serial the next allocate() gives.
+  static uint64_t next_serial();
 };
 
 struct TensorImpl {

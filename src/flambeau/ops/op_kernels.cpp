@@ -70,6 +70,16 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   return flambeau::embedding(weight, input, padding_idx);
 }
 
+// Methods the op hook reports that Python binds by hand (their *sizes forms), so they are not
+// in the schema table: boxed too, so that recorded programs replay them.
+Tensor view(const Tensor& t, const Dims& size) { return t.view(size); }
+Tensor expand(const Tensor& t, const Dims& size) { return t.expand(size); }
+Tensor broadcast_to(const Tensor& t, const Dims& size) { return t.broadcast_to(size); }
+Tensor to(const Tensor& t, DType dtype) { return t.to(dtype); }
+Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
+  return t.slice(dim, start, end, step);
+}
+
 }  // namespace adapt
 
 std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {
@@ -90,6 +100,15 @@ std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {
 #undef FLB_BINARY_KERNEL
 #undef FLB_UNARY_KERNEL
 #undef FLB_KERNEL
+  static const std::vector<OpSchema> methods{
+      parse_schema("view(Tensor input, int[] size) -> Tensor"),
+      parse_schema("expand(Tensor input, int[] size) -> Tensor"),
+      parse_schema("broadcast_to(Tensor input, int[] size) -> Tensor"),
+      parse_schema("to(Tensor input, ScalarType dtype) -> Tensor"),
+      parse_schema("slice(Tensor input, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor")};
+  const std::vector<BoxedKernel> method_kernels{box(&adapt::view), box(&adapt::expand), box(&adapt::broadcast_to),
+                                                box(&adapt::to), box(&adapt::slice)};
+  for (size_t i = 0; i < methods.size(); ++i) out.emplace_back(&methods[i], method_kernels[i]);
   return out;
 }
 
