@@ -2,7 +2,8 @@
 // equal to eager (every op of the unary table, gelu, broadcast operands, numbers, several
 // tiles and a partial one, 1 and 2 threads); buffer reuse; the on-disk cache (a warm cache
 // starts no compiler, a corrupt entry is rebuilt, an unwritable directory falls back); a
-// compiler error names the generated source; graphs that need gradients run eagerly.
+// compiler error names the generated source; graphs that need gradients run eagerly; the
+// kernels of a graph build as sources of their own.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include "flambeau/compile/build.h"
 #include "flambeau/compile/cpp_backend.h"
+#include "flambeau/compile/workers.h"
 #include "flambeau/ops/registry.h"
 #include "flambeau/flambeau.h"
 #include "test_util.h"
@@ -164,6 +166,29 @@ TEST(CppBackend, GraphsThatNeedGradientsRunEagerly) {
   w.set_grad(Tensor());
   fn({x})[0].backward();
   EXPECT_TRUE(bitwise_equal(g, w.grad()));
+}
+
+// A graph of two kernels (a matmul between them) builds them as two sources in parallel in
+// the compile workers: bitwise eager, two compiler runs, none when warm.
+// Two kernels: one source per compile worker, at most one per kernel.
+TEST(CppBackend, TheKernelsOfAGraphBuildInOneSourcePerWorker) {
+  TempCache cache;
+  const int sources = std::min(2, workers::max_workers());
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor a = sin(in[0]) * 2.0;
+    return std::vector<Tensor>{tanh(mm(a, a)) + 1.0, a - 1.0};
+  };
+  const Tensor x = seeded({24, 24}, 16);
+  const int runs = compiler_runs();
+  expect_compiled_equals_eager(fn, {x}, "two kernels");
+  EXPECT_EQ(compiler_runs(), runs + sources);
+  expect_compiled_equals_eager(fn, {x}, "two kernels, warm");
+  EXPECT_EQ(compiler_runs(), runs + sources);
+  Compiled f = compile(fn, {"cpp"});
+  (void)f({x});
+  const std::string src = generated_source(f.graph(0));
+  EXPECT_NE(src.find("flb_kernel_0("), std::string::npos) << src;
+  EXPECT_NE(src.find("flb_kernel_1("), std::string::npos) << src;
 }
 
 // Reductions over the last dimension join the kernel, which then walks rows: RMSNorm, a

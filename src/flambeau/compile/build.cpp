@@ -15,10 +15,14 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
+#include <system_error>
+#include <thread>
 #include <vector>
 
+#include "flambeau/compile/workers.h"
 #include "flambeau/core/error.h"
 
 extern char** environ;
@@ -33,6 +37,7 @@ const char* kFlags[] = {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared"
                         "-fno-math-errno"};
 
 std::atomic<int> g_compiler_runs{0};
+std::atomic<uint64_t> g_builds{0};  // tells apart the temporary names of builds in flight
 
 uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -101,9 +106,21 @@ std::string compiler_version(const std::string& cxx) {
 }
 
 // The private temporary directory used when the cache cannot be written (empty until then).
-fs::path& fallback_dir() {
-  static fs::path dir;
-  return dir;
+std::mutex g_fallback_mutex;
+fs::path g_fallback;
+fs::path fallback_dir() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  return g_fallback;
+}
+
+// A lock per cache key: threads building one source wait for the first, then find its entry.
+std::mutex& key_mutex(const std::string& key) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<std::mutex>> locks;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<std::mutex>& m = locks[key];
+  if (!m) m = std::make_unique<std::mutex>();
+  return *m;
 }
 
 // A directory we can write: the cache, or a private temporary one when it can't be.
@@ -119,7 +136,10 @@ fs::path writable_dir() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::string tmpl = (fs::temp_directory_path() / "flambeau-compile-XXXXXX").string();
-    if (char* d = mkdtemp(tmpl.data())) fallback_dir() = d;
+    if (char* d = mkdtemp(tmpl.data())) {
+      std::lock_guard<std::mutex> lock(g_fallback_mutex);
+      g_fallback = d;
+    }
   });
   FLB_CHECK(!fallback_dir().empty(), Error, "[compile] neither the cache directory ", dir.string(),
             " nor a temporary directory can be written");
@@ -154,6 +174,7 @@ std::string build(const std::string& source, const Toolchain& tc, bool* built,
   std::string key_text = source + "\n" + tc.compiler + "\n" + compiler_version(tc.compiler);
   for (const std::string& f : tc.flags) key_text += " " + f;
   const std::string key = hex(fnv1a(key_text));
+  std::lock_guard<std::mutex> key_lock(key_mutex(key));
   if (built) *built = false;
   // A cached entry (in the cache, or the fallback directory if one was made): the artifact
   // and its checksum file, which must agree.
@@ -167,7 +188,8 @@ std::string build(const std::string& source, const Toolchain& tc, bool* built,
     fs::remove(sum, ec);
   }
   const fs::path dir = writable_dir();
-  const std::string tag = key + "." + std::to_string(getpid()) + "." + hex(fnv1a(std::to_string(std::rand())));
+  const std::string tag = key + "." + std::to_string(getpid()) + "." + std::to_string(g_builds++) + "." +
+                          hex(fnv1a(std::to_string(std::rand())));
   const fs::path src = dir / (key + ".cpp"), tmp_src = dir / (tag + ".cpp"), tmp_out = dir / (tag + tc.suffix),
                  log = dir / (tag + ".log"), out = dir / (key + tc.suffix), sum = dir / (key + ".sum");
   std::error_code ec;
@@ -176,8 +198,15 @@ std::string build(const std::string& source, const Toolchain& tc, bool* built,
   std::vector<std::string> argv{tc.compiler};
   argv.insert(argv.end(), tc.flags.begin(), tc.flags.end());
   argv.insert(argv.end(), {src.string(), "-o", tmp_out.string()});
-  ++g_compiler_runs;
-  const int status = run(argv, log);
+  if (!tc.in_process) ++g_compiler_runs;
+  int status = -1;
+  try {
+    status = tc.in_process ? run(argv, log) : workers::run(argv, log);
+  } catch (const Error& e) {
+    fs::remove(log, ec);
+    fs::remove(tmp_out, ec);
+    throw Error(std::string(e.what()) + " (the generated source " + src.string() + ")");
+  }
   if (status != 0) {
     std::string message = read_file(log);
     fs::remove(log, ec);
@@ -205,6 +234,35 @@ Library load_library(const std::string& source) {
   if (!handle) handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   FLB_CHECK(handle, Error, "[compile] dlopen of ", path, " failed: ", dlerror());
   return {handle, path, built};
+}
+
+std::vector<Library> load_libraries(const std::vector<std::string>& sources) {
+  std::vector<Library> libs(sources.size());
+  std::vector<std::exception_ptr> errors(sources.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next++) < sources.size();) {
+      try {
+        libs[i] = load_library(sources[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t n = std::min(sources.size(), size_t(workers::max_workers()));
+  for (size_t t = 1; t < n; ++t) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {  // no thread: the others take its share
+      break;
+    }
+  }
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return libs;
 }
 
 int run_program(const std::vector<std::string>& argv, const std::string& log) { return run(argv, log); }

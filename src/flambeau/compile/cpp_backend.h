@@ -10,9 +10,10 @@
 // pointers), so its results are bitwise equal to eager's and do not depend on the thread
 // count. Only values used after the chain are written to memory.
 //
-// The kernels of a graph are one source, built and cached by build.h. A graph that needs
-// gradients (grad mode on and an input or constant requiring grad) is compiled for training
-// (aot.h): its forward and its backward graphs are each built this way.
+// Each kernel of a graph is a source of its own, built and cached by build.h; the kernels of
+// a graph build in parallel in the compile workers (workers.h). A graph that needs gradients
+// (grad mode on and an input or constant requiring grad) is compiled for training (aot.h):
+// its forward and its backward graphs are each built this way.
 #pragma once
 #include <string>
 
@@ -21,7 +22,8 @@
 namespace flambeau::compiler {
 
 CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs);
-// The C++ source the backend generates for g (empty when nothing fuses), for inspection.
+// The C++ sources the backend generates for g, one after the other (empty when nothing
+// fuses), for inspection.
 std::string generated_source(const Graph& g);
 
 }  // namespace flambeau::compiler
