@@ -1,10 +1,13 @@
 // See aot.h.
 #include "flambeau/compile/aot.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "flambeau/autograd/autograd.h"
 #include "flambeau/core/error.h"
+#include "flambeau/nn/functional.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::compiler {
@@ -19,6 +22,43 @@ bool needs_grad(const Graph& g, const std::vector<Tensor>& inputs) {
 }
 
 namespace {
+
+// Ops whose backward runs kernels the op hook does not report (the fused norms' row
+// statistics): in the joint trace they run as the public ops they are made of, so that
+// their backward is made of ops too.
+using Decomposition = std::function<Tensor(const std::vector<op_hook::Value>& args)>;
+std::optional<Tensor> optional_tensor(const op_hook::Value& v) {
+  if (auto* t = std::get_if<Tensor>(&v); t && t->defined()) return *t;
+  return std::nullopt;
+}
+std::optional<double> optional_number(const op_hook::Value& v) { return number_of(v); }
+const std::map<std::string, Decomposition>& decompositions() {
+  namespace F = nn::functional;
+  static const std::map<std::string, Decomposition> table{
+      {"rms_norm",
+       [](const std::vector<op_hook::Value>& a) {
+         return F::rms_norm_decomposed(std::get<Tensor>(a[0]), std::get<Dims>(a[1]), optional_tensor(a[2]),
+                                       optional_number(a[3]));
+       }},
+      {"layer_norm", [](const std::vector<op_hook::Value>& a) {
+         return F::layer_norm_decomposed(std::get<Tensor>(a[0]), std::get<Dims>(a[1]), optional_tensor(a[2]),
+                                         optional_tensor(a[3]), *number_of(a[4]));
+       }}};
+  return table;
+}
+
+// interpret(), with the decompositions.
+std::vector<Tensor> interpret_decomposed(const Graph& g, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> env = bind(g, inputs);
+  for (const Graph::Node& n : g.nodes) {
+    auto d = decompositions().find(n.op);
+    if (d == decompositions().end() || n.outputs.size() != 1) run_node(n, env);
+    else env[n.outputs[0]] = d->second(node_arguments(n, env));
+  }
+  std::vector<Tensor> outs;
+  for (int v : g.outputs) outs.push_back(env[v]);
+  return outs;
+}
 
 // A leaf of the joint trace: t's data, requiring grad as t does.
 Tensor leaf_like(const Tensor& t) {
@@ -63,7 +103,7 @@ bool split_for_training(const Graph& g, const std::vector<Tensor>& example_input
   r.has_grad.assign(leaves, false);
   const TensorFn joint = [&](const std::vector<Tensor>& in) {
     const std::vector<Tensor> leaf(in.begin(), in.begin() + leaves);
-    std::vector<Tensor> outs = interpret(replayed, leaf);
+    std::vector<Tensor> outs = interpret_decomposed(replayed, leaf);
     backward_at = begin_backward();
     std::vector<Tensor> roots, root_grads, wrt;
     std::vector<size_t> wrt_index;

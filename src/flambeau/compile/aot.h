@@ -6,8 +6,11 @@
 //             the outputs, then the saved values (what the backward reads of the forward);
 //   backward: the saved values, then one gradient per floating output ->
 //             the gradients of the inputs and parameters that get one.
-// Both are compiled by a backend (under no_grad), and the compiled forward's outputs get one
-// autograd node that runs the compiled backward. Saving policy: the forward saves exactly the
+// Ops whose backward runs kernels the op hook does not see (the fused rms_norm and
+// layer_norm) run in the joint trace as the public ops they are made of (decompositions):
+// the same maths, their own bits. Both graphs are compiled by a backend (under no_grad), and
+// the compiled forward's outputs get one autograd node that runs the compiled backward.
+// Saving policy: the forward saves exactly the
 // values the backward's ops read (inputs and parameters included, which cost nothing); what
 // a derivative formula computes from them (sigmoid(x) for silu) is recomputed in the
 // backward, where it fuses with the rest. Saved values are version-checked as eager's are.

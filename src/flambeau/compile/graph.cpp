@@ -142,7 +142,7 @@ std::string Graph::to_dot() const {
   return s.str();
 }
 
-void run_node(const Graph::Node& n, std::vector<Tensor>& env) {
+std::vector<op_hook::Value> node_arguments(const Graph::Node& n, const std::vector<Tensor>& env) {
   std::vector<Value> args;
   for (const Graph::Arg& a : n.args) {
     if (a.kind == Graph::Arg::Kind::Value) args.emplace_back(env[a.value]);
@@ -153,8 +153,12 @@ void run_node(const Graph::Node& n, std::vector<Tensor>& env) {
       args.emplace_back(std::move(list));
     }
   }
+  return args;
+}
+
+void run_node(const Graph::Node& n, std::vector<Tensor>& env) {
   size_t out = 0;
-  for (const Value& r : call_op(n.op, std::move(args))) {
+  for (const Value& r : call_op(n.op, node_arguments(n, env))) {
     if (auto* t = std::get_if<Tensor>(&r)) {
       if (out < n.outputs.size()) env[n.outputs[out++]] = *t;
     } else if (auto* l = std::get_if<std::vector<Tensor>>(&r)) {

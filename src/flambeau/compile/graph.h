@@ -59,6 +59,8 @@ struct Graph {
   std::string to_dot() const;
 };
 
+// Node n's arguments with the values' tensors from env, as the op registry takes them.
+std::vector<op_hook::Value> node_arguments(const Graph::Node& n, const std::vector<Tensor>& env);
 // Runs node n through the op registry on env (each value's tensor), setting its outputs.
 void run_node(const Graph::Node& n, std::vector<Tensor>& env);
 // A constant argument as a number (a Scalar, float or int), or nothing.

@@ -28,6 +28,11 @@ const std::set<std::string, std::less<>> kFactories{"empty",      "zeros",     "
                                                     "tensor",     "empty_like", "zeros_like", "ones_like",
                                                     "full_like"};
 
+// Ops whose C++ function (what the op hook reports) takes its arguments in another order
+// than its schema (what the registry replays): schema argument i is reported argument
+// order[i].
+const std::map<std::string, std::vector<size_t>, std::less<>> kReportedOrder{{"embedding", {1, 0, 2}}};
+
 // Why the graph cannot hold this call ("" when it can).
 std::string unrecordable(const op_hook::OpCall& c) {
   if (c.name == "item") return "it reads a tensor's value (item())";
@@ -75,7 +80,9 @@ struct Recorder {
   bool in_backward = false;        // begin_backward() was called
   std::vector<Tensor> keep;  // every tensor seen, alive until the end (so no address is reused)
   std::set<const void*> made;  // the storages of the inputs and of the nodes' outputs
-  std::set<int> factory_values;  // constants a factory made during the trace
+  std::set<int> factory_values;  // constants a factory made during the trace (pristine copies)
+  std::map<const void*, int> factory_storage;  // their storages
+  std::set<int> written;  // factory values an in-place op wrote (through a view too)
   std::set<int> uninitialised;   // values made by empty(), empty_like(), ... (garbage until written)
   // A contiguous traced value in each storage, with its offset: what view_at nodes view.
   std::map<const void*, std::pair<int, int64_t>> contiguous_in;
@@ -140,8 +147,9 @@ struct Recorder {
     if (kFactories.count(c.name)) {
       for (const Tensor& t : c.outputs) {
         keep.push_back(t);
-        const int v = value_of[t.impl()] = trace->graph.add_constant(t);
+        const int v = value_of[t.impl()] = trace->graph.add_constant(t.clone());  // as made, if written later
         factory_values.insert(v);
+        factory_storage[t.storage().get()] = v;
         if (empty_op) uninitialised.insert(v);
       }
       return;
@@ -150,12 +158,24 @@ struct Recorder {
     if (std::string why = unrecordable(c); !why.empty()) return stop(why);
     std::vector<Graph::Arg> args;
     std::string why;
-    // An uninitialised tensor read by an op was written by code the trace does not see.
+    // An uninitialised tensor read by an op was written by code the trace does not see (an
+    // in-place op's destination, its first argument, is not read).
+    const bool writes = !is_pure(std::string(c.name));
     auto readable = [&](int v) {
-      if (v >= 0 && uninitialised.count(v)) why = "it reads a tensor made by empty() that no traced op wrote";
-      return v >= 0 && !uninitialised.count(v);
+      const bool ok = v >= 0 && (!uninitialised.count(v) || (writes && args.empty()));
+      if (v >= 0 && !ok) why = "it reads a tensor made by empty() that no traced op wrote";
+      return ok;
     };
-    for (const op_hook::Value& v : c.args) {
+    if (writes)
+      for (const op_hook::Value& v : c.args)
+        if (auto* t = std::get_if<Tensor>(&v); t && t->defined())
+          if (auto f = factory_storage.find(t->storage().get()); f != factory_storage.end()) written.insert(f->second);
+    std::vector<const op_hook::Value*> in_schema_order;
+    for (const op_hook::Value& v : c.args) in_schema_order.push_back(&v);
+    if (auto order = kReportedOrder.find(c.name); order != kReportedOrder.end())
+      for (size_t i = 0; i < order->second.size(); ++i) in_schema_order[i] = &c.args[order->second[i]];
+    for (const op_hook::Value* arg : in_schema_order) {
+      const op_hook::Value& v = *arg;
       Graph::Arg a;
       if (auto* t = std::get_if<Tensor>(&v); t && t->defined() && t->impl()->wrapped_number) {
         a.constant = t->item();  // a number the op took as a tensor (x * 2.0): the number
@@ -186,6 +206,31 @@ struct Recorder {
     }
   }
 };
+
+// A factory's tensor the function writes or returns is made anew on every call: a clone of
+// the constant (its pristine copy) at the start of the graph takes its uses.
+void fresh_copies(Graph& g, const std::set<int>& factory_values) {
+  if (factory_values.empty()) return;
+  std::vector<Graph::Node> rest = std::move(g.nodes);
+  g.nodes.clear();
+  std::map<int, int> copy_of;
+  for (int v : factory_values) {
+    Graph::Arg a;
+    a.kind = Graph::Arg::Kind::Value;
+    a.value = v;
+    copy_of[v] = g.nodes[g.add_node("clone", {a}, {g.values[v].meta})].outputs[0];
+  }
+  auto renamed = [&](int v) { return copy_of.count(v) ? copy_of[v] : v; };
+  for (Graph::Node& n : rest) {
+    for (Graph::Arg& a : n.args) {
+      if (a.kind == Graph::Arg::Kind::Value) a.value = renamed(a.value);
+      for (int& v : a.values) v = renamed(v);
+    }
+    for (int v : n.outputs) g.values[v].node = int(g.nodes.size());
+    g.nodes.push_back(std::move(n));
+  }
+  for (int& v : g.outputs) v = renamed(v);
+}
 
 thread_local Recorder* t_recorder = nullptr;  // the trace recording on this thread
 
@@ -227,28 +272,16 @@ Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
     t.outputs = fn(inputs);
   }
   if (!t.whole()) return t;
-  // A tensor the function made must stay as made: not written in place, not returned.
-  for (const Graph::Node& n : t.graph.nodes) {
-    if (is_pure(n.op)) continue;
-    for (const Graph::Arg& a : n.args)
-      if ((a.kind == Graph::Arg::Kind::Value && rec.factory_values.count(a.value)) ||
-          std::any_of(a.values.begin(), a.values.end(), [&](int v) { return rec.factory_values.count(v) > 0; })) {
-        t.end(n.op, "it writes a tensor the function made (it would carry over between calls)");
-        return t;
-      }
-  }
   for (const Tensor& out : t.outputs) {
     const int v = out.defined() ? rec.lookup(out) : -1;
     if (v < 0) {
       t.end("return", "an output was not made by a traced op, an input or a constant");
       return t;
     }
-    if (rec.factory_values.count(v)) {
-      t.end("return", "an output is a tensor a factory made (it would be the same tensor on every call)");
-      return t;
-    }
+    if (rec.factory_values.count(v)) rec.written.insert(v);
     t.graph.outputs.push_back(v);
   }
+  fresh_copies(t.graph, rec.written);
   return t;
 }
 

@@ -25,6 +25,12 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const std::opti
 // defaults to the machine epsilon of x's dtype (as torch).
 Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight = {},
                 std::optional<double> eps = {});
+// The same two written with public ops (no fused kernel, so the same maths in other bits):
+// what compiled training traces (compile/aot.h), so that their backward is made of ops too.
+Tensor layer_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                             const std::optional<Tensor>& bias, double eps);
+Tensor rms_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                           std::optional<double> eps);
 
 // ---- dropout, linear ------------------------------------------------------------------------
 // Zeroes each element with probability p and scales the others by 1 / (1 - p) while

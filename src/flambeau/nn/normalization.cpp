@@ -165,4 +165,37 @@ FLB_OP(rms_norm,
   return fused_norm("rms_norm", x, normalized_shape, weight, {}, eps.value_or(machine_epsilon(x.dtype())), true);
 }
 
+namespace {
+// The normalized dims (the last n) and the compute dtype of x, as the fused kernels use.
+Dims last_dims(const Dims& normalized_shape) {
+  Dims dims;
+  for (size_t i = 0; i < normalized_shape.size(); ++i) dims.push_back(-1 - int64_t(i));
+  return dims;
+}
+DType compute_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
+}  // namespace
+
+Tensor layer_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                             const std::optional<Tensor>& bias, double eps) {
+  (void)check_norm_args("layer_norm", x, normalized_shape, weight, bias);
+  const DType ct = compute_dtype(x);
+  const Dims dims = last_dims(normalized_shape);
+  const Tensor xc = x.to(ct);
+  const Tensor centred = xc - xc.mean(dims, true);
+  Tensor y = centred * rsqrt((centred * centred).mean(dims, true) + eps);
+  if (weight) y = y * weight->to(ct);
+  if (bias) y = y + bias->to(ct);
+  return y.to(x.dtype());
+}
+
+Tensor rms_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                           std::optional<double> eps) {
+  (void)check_norm_args("rms_norm", x, normalized_shape, weight, {});
+  const DType ct = compute_dtype(x);
+  const Tensor xc = x.to(ct);
+  Tensor y = xc * rsqrt((xc * xc).mean(last_dims(normalized_shape), true) + eps.value_or(machine_epsilon(x.dtype())));
+  if (weight) y = y * weight->to(ct);
+  return y.to(x.dtype());
+}
+
 }  // namespace flambeau::nn::functional

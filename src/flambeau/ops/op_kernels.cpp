@@ -70,8 +70,9 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   return flambeau::embedding(weight, input, padding_idx);
 }
 
-// Methods the op hook reports that Python binds by hand (their *sizes forms), so they are not
-// in the schema table: boxed too, so that recorded programs replay them.
+// Methods the op hook reports that Python binds by hand (the *sizes forms, the in-place
+// forms), so they are not in the schema table: boxed too, so that recorded programs replay
+// them.
 Tensor view(const Tensor& t, const Dims& size) { return t.view(size); }
 Tensor expand(const Tensor& t, const Dims& size) { return t.expand(size); }
 Tensor broadcast_to(const Tensor& t, const Dims& size) { return t.broadcast_to(size); }
@@ -79,6 +80,25 @@ Tensor to(const Tensor& t, DType dtype) { return t.to(dtype); }
 Tensor slice(const Tensor& t, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) {
   return t.slice(dim, start, end, step);
 }
+Tensor add_(Tensor& t, const Tensor& other, Scalar alpha) { return flambeau::add_(t, other, alpha); }
+Tensor sub_(Tensor& t, const Tensor& other, Scalar alpha) { return flambeau::sub_(t, other, alpha); }
+Tensor mul_(Tensor& t, const Tensor& other) { return flambeau::mul_(t, other); }
+Tensor div_(Tensor& t, const Tensor& other, std::optional<std::string> rounding_mode) {
+  return flambeau::div_(t, other, rounding_mode.value_or(""));
+}
+Tensor index_add_(Tensor& t, int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha) {
+  return flambeau::index_add_(t, dim, index, source, alpha);
+}
+Tensor index_copy_(Tensor& t, int64_t dim, const Tensor& index, const Tensor& source) {
+  return flambeau::index_copy_(t, dim, index, source);
+}
+Tensor scatter_(Tensor& t, int64_t dim, const Tensor& index, const Tensor& src) {
+  return flambeau::scatter_(t, dim, index, src);
+}
+Tensor scatter_add_(Tensor& t, int64_t dim, const Tensor& index, const Tensor& src) {
+  return flambeau::scatter_add_(t, dim, index, src);
+}
+Tensor masked_fill_(Tensor& t, const Tensor& mask, const Tensor& value) { return flambeau::masked_fill_(t, mask, value); }
 
 }  // namespace adapt
 
@@ -105,9 +125,21 @@ std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {
       parse_schema("expand(Tensor input, int[] size) -> Tensor"),
       parse_schema("broadcast_to(Tensor input, int[] size) -> Tensor"),
       parse_schema("to(Tensor input, ScalarType dtype) -> Tensor"),
-      parse_schema("slice(Tensor input, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor")};
-  const std::vector<BoxedKernel> method_kernels{box(&adapt::view), box(&adapt::expand), box(&adapt::broadcast_to),
-                                                box(&adapt::to), box(&adapt::slice)};
+      parse_schema("slice(Tensor input, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor"),
+      parse_schema("add_(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor"),
+      parse_schema("sub_(Tensor input, Tensor other, *, Scalar alpha=1) -> Tensor"),
+      parse_schema("mul_(Tensor input, Tensor other) -> Tensor"),
+      parse_schema("div_(Tensor input, Tensor other, *, str? rounding_mode=None) -> Tensor"),
+      parse_schema("index_add_(Tensor input, int dim, Tensor index, Tensor source, *, Scalar alpha=1) -> Tensor"),
+      parse_schema("index_copy_(Tensor input, int dim, Tensor index, Tensor source) -> Tensor"),
+      parse_schema("scatter_(Tensor input, int dim, Tensor index, Tensor src) -> Tensor"),
+      parse_schema("scatter_add_(Tensor input, int dim, Tensor index, Tensor src) -> Tensor"),
+      parse_schema("masked_fill_(Tensor input, Tensor mask, Tensor value) -> Tensor")};
+  const std::vector<BoxedKernel> method_kernels{
+      box(&adapt::view),    box(&adapt::expand),     box(&adapt::broadcast_to), box(&adapt::to),
+      box(&adapt::slice),   box(&adapt::add_),       box(&adapt::sub_),         box(&adapt::mul_),
+      box(&adapt::div_),    box(&adapt::index_add_), box(&adapt::index_copy_),  box(&adapt::scatter_),
+      box(&adapt::scatter_add_), box(&adapt::masked_fill_)};
   for (size_t i = 0; i < methods.size(); ++i) out.emplace_back(&methods[i], method_kernels[i]);
   return out;
 }
