@@ -22,11 +22,15 @@ const std::set<std::string, std::less<>> kValueShaped{"nonzero", "unique", "uniq
 const std::set<std::string, std::less<>> kFactories{"empty", "zeros", "ones", "full", "arange", "linspace",
                                                     "eye", "scalar_tensor", "tensor"};
 
+// Ops a graph that is not replayed may hold though the registry lacks them.
+const std::set<std::string, std::less<>> kGeneratorOnly{"to", "index"};
+
 // Why the graph cannot hold this call ("" when it can).
-std::string unrecordable(const op_hook::OpCall& c) {
+std::string unrecordable(const op_hook::OpCall& c, bool replayable) {
   if (c.name == "item") return "it reads a tensor's value (item())";
   if (c.name == "backward") return "backward runs inside the function";
   if (kValueShaped.count(c.name)) return "its output's shape depends on the input's values";
+  if (!replayable && kGeneratorOnly.count(c.name)) return "";
   const RegisteredOp* op = find_op(c.name);
   if (!op) return "it is not in the op registry (no boxed kernel to replay it)";
   for (const SchemaArg& r : op->schema.returns)
@@ -38,6 +42,7 @@ std::string unrecordable(const op_hook::OpCall& c) {
 
 struct Recorder {
   Trace* trace;
+  bool replayable = true;
   std::thread::id thread = std::this_thread::get_id();
   std::unordered_map<const TensorImpl*, int> value_of;  // the current value of each tensor
   std::vector<Tensor> keep;  // every tensor seen, alive until the end (so no address is reused)
@@ -71,7 +76,7 @@ struct Recorder {
       return;
     }
     auto stop = [&](std::string why) { trace->end(std::string(c.name), std::move(why)); };
-    if (std::string why = unrecordable(c); !why.empty()) return stop(why);
+    if (std::string why = unrecordable(c, replayable); !why.empty()) return stop(why);
     std::vector<Graph::Arg> args;
     for (const op_hook::Value& v : c.args) {
       Graph::Arg a;
@@ -86,8 +91,13 @@ struct Recorder {
         for (const Tensor& x : *l) a.values.push_back(value(x));
         for (int x : a.values)
           if (x < 0) return stop("an argument is a view made by an op the trace does not see");
-      } else if (std::holds_alternative<std::vector<std::optional<Tensor>>>(v)) {
-        return stop("an argument is a list of optional tensors");
+      } else if (auto* o = std::get_if<std::vector<std::optional<Tensor>>>(&v)) {
+        if (replayable) return stop("an argument is a list of optional tensors");
+        a.kind = Graph::Arg::Kind::ValueList;
+        for (const auto& x : *o) {
+          a.values.push_back(x ? value(*x) : -1);
+          if (x && a.values.back() < 0) return stop("an argument is a view made by an op the trace does not see");
+        }
       } else {
         a.constant = std::holds_alternative<Tensor>(v) ? op_hook::Value() : v;  // an undefined tensor: None
       }
@@ -113,9 +123,10 @@ void break_trace(const std::string& what, const std::string& why) {
   if (t_recorder) t_recorder->trace->end(what, why);
 }
 
-Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
+Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs, bool replayable) {
   Trace t;
   Recorder rec{&t};
+  rec.replayable = replayable;
   for (const Tensor& x : inputs) {
     FLB_CHECK(x.defined(), ValueError, "[compile] an input is an undefined tensor");
     rec.remember(x);
