@@ -5,10 +5,12 @@ against its eager one in the same run (flambeau's cpp backend: bitwise). Cases:
 - RMSNorm written with ops (x * rsqrt(mean(x^2) + eps) * w) on [4096, 1024], next to
   flambeau's fused rms_norm;
 - flex_attention with a mask_mod written in Python (window 256, S=8192) against the native
-  sliding_window mod, create_block_mask included.
+  sliding_window mod, create_block_mask included;
+- flex_attention with a score_mod written in Python (tanh softcap: causal S=2048, window 256
+  S=8192), forward and forward + backward, against the native tanh_softcap mod.
 Then compile times: flambeau cold (an empty cache directory) and warm (a new process, the
 same cache: no compiler run), torch.compile cold (fresh inductor cache). 2 threads.
-Usage: .venv/bin/python bench/bench_compile.py [reps]"""
+Usage: .venv/bin/python bench/bench_compile.py [reps] [score_mod]  (score_mod: that case only)"""
 import json
 import os
 import statistics
@@ -95,6 +97,39 @@ def flex_case(reps):
           f"native mod {tn * 1e3:.1f} ms: {tp / tn:.2f}x the native time")
 
 
+def score_case(reps):
+    """flex_attention with a tanh softcap score_mod written in Python (compiled by
+    flex_attention) and the native tanh_softcap (1 x 4 heads x 64), forward and forward +
+    backward. The two differ by eager's SIMD tanh against libm's (ulps), so checked closely,
+    not bitwise."""
+    from flambeau.nn.attention import flex_attention as F
+    cap = 30.0
+
+    def python_softcap(s, b, h, q_idx, kv_idx):
+        return (s / cap).tanh() * cap
+
+    for S, mask, label in ((2048, F.causal_mask, "causal"), (8192, F.sliding_window(256), "window 256")):
+        gen = torch.Generator().manual_seed(0)
+        q, k, v = (fl.from_dlpack(torch.randn(1, 4, S, 64, generator=gen)).requires_grad_() for _ in range(3))
+        bm = F.create_block_mask(mask, 1, 1, S, S)
+
+        def fwd(mod):
+            with fl.no_grad():
+                return F.flex_attention(q, k, v, score_mod=mod, block_mask=bm)
+
+        def fwd_bwd(mod):
+            F.flex_attention(q, k, v, score_mod=mod, block_mask=bm).sum().backward()
+
+        native = F.tanh_softcap(cap)
+        assert F._compiled_score_mod(python_softcap) is not None, "the Python score_mod did not compile"
+        assert bool(((fwd(python_softcap) - fwd(native)).abs() < 1e-5).all())
+        tp, tn = medians([lambda: fwd(python_softcap), lambda: fwd(native)], reps)
+        bp, bn = medians([lambda: fwd_bwd(python_softcap), lambda: fwd_bwd(native)], reps)
+        print(f"- tanh softcap score_mod, {label}, S={S}: forward Python {tp * 1e3:.1f} ms, native {tn * 1e3:.1f} ms "
+              f"({tp / tn:.2f}x the native time); forward + backward Python {bp * 1e3:.1f} ms, native "
+              f"{bn * 1e3:.1f} ms ({bp / bn:.2f}x)", flush=True)
+
+
 def compile_time(lib, cache_env):
     """Seconds of the first call of the compiled 10-op chain in a new process (lib: "fl" for
     flambeau, "torch"), with cache_env naming its compile cache directory."""
@@ -114,6 +149,8 @@ def main():
     reps = int(sys.argv[1]) if len(sys.argv) > 1 else 15
     torch.set_num_threads(2)
     fl.set_num_threads(2)
+    if sys.argv[2:] == ["score_mod"]:
+        return score_case(reps)
     cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/Model name: *//p' | head -1"], capture_output=True,
                          text=True).stdout.strip()
     print(f"CPU: {cpu}, {os.cpu_count()} cores, 2 threads; flambeau.compile backend "
@@ -126,6 +163,8 @@ def main():
     case("RMSNorm with ops, [4096, 1024]", rms, [(4096, 1024), (1024,)], reps,
          fused=lambda x, w: fl.nn.functional.rms_norm(x, (1024,), w, 1e-6))
     flex_case(reps)
+    print()
+    score_case(reps)
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as inductor:
         cold = compile_time("fl", {"FLAMBEAU_CACHE_DIR": cache})
         warm = compile_time("fl", {"FLAMBEAU_CACHE_DIR": cache})

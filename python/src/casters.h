@@ -57,6 +57,10 @@ template <>
 struct type_caster<flambeau::DType> {
   NB_TYPE_CASTER(flambeau::DType, const_name("flambeau.dtype"))
   bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    // Python's float, int and bool stand for float64, int64 and bool, as in PyTorch.
+    if (src.ptr() == reinterpret_cast<PyObject*>(&PyFloat_Type)) return value = flambeau::kFloat64, true;
+    if (src.ptr() == reinterpret_cast<PyObject*>(&PyLong_Type)) return value = flambeau::kInt64, true;
+    if (src.ptr() == reinterpret_cast<PyObject*>(&PyBool_Type)) return value = flambeau::kBool, true;
     flambeau::python::PyDType* p = nullptr;
     if (!nanobind::try_cast<flambeau::python::PyDType*>(src, p) || !p) return false;
     value = p->value;

@@ -6,6 +6,7 @@
 
 #include "bindings.h"
 #include "flambeau/compile/mask_mod.h"
+#include "flambeau/compile/score_mod.h"
 #include "flambeau/nn/flex_attention.h"
 
 namespace flambeau::python {
@@ -30,6 +31,25 @@ std::vector<P> ptrs(const std::vector<T>& v) {
 
 nb::object opt(const Tensor& t) { return t.defined() ? nb::cast(t) : nb::none(); }
 
+// compile(fn's tensor form, &why) on a Python mod: (the native mod, "") or (null, why not).
+template <class Compile>
+auto compiled(Compile compile, nb::object fn) {
+  auto holder = std::make_shared<nb::object>(std::move(fn));
+  const compiler::TensorFn traced = [holder](const std::vector<Tensor>& in) {
+    nb::tuple args = nb::steal<nb::tuple>(PyTuple_New(Py_ssize_t(in.size())));
+    for (size_t i = 0; i < in.size(); ++i) PyTuple_SET_ITEM(args.ptr(), Py_ssize_t(i), nb::cast(in[i]).release().ptr());
+    return std::vector<Tensor>{nb::cast<Tensor>((*holder)(*args))};
+  };
+  std::string why;
+  decltype(compile(traced, &why)) mod;
+  try {
+    mod = compile(traced, &why);
+  } catch (const std::exception& e) {  // the function's own error, or no compiler: the caller's path
+    why = e.what();
+  }
+  return std::pair{mod, why};
+}
+
 }  // namespace
 
 void bind_flex(nb::module_& m) {
@@ -44,19 +64,13 @@ void bind_flex(nb::module_& m) {
 
   fm.def("compile_mask_mod", [](nb::object fn) {
     // (native mask, "") or (None, why not): fn traced on index tensors, generated as C++.
-    auto holder = std::make_shared<nb::object>(std::move(fn));
-    const compiler::TensorFn traced = [holder](const std::vector<Tensor>& in) {
-      nb::object r = (*holder)(in[0], in[1], in[2], in[3]);
-      return std::vector<Tensor>{nb::cast<Tensor>(r)};
-    };
-    std::string why;
-    fa::MaskModPtr mask;
-    try {
-      mask = compiler::compile_mask_mod(traced, &why);
-    } catch (const std::exception& e) {  // the function's own error, or no compiler: the caller's path
-      why = e.what();
-    }
+    auto [mask, why] = compiled(compiler::compile_mask_mod, std::move(fn));
     return mask ? nb::make_tuple(PyMaskMod{mask}, "") : nb::make_tuple(nb::none(), why);
+  }, "fn"_a);
+  fm.def("compile_score_mod", [](nb::object fn) {
+    // (native score_mod, "") or (None, why not): fn traced on a score tile and index tensors.
+    auto [mod, why] = compiled(compiler::compile_score_mod, std::move(fn));
+    return mod ? nb::make_tuple(PyScoreMod{mod}, "") : nb::make_tuple(nb::none(), why);
   }, "fn"_a);
   fm.def("noop_mask", [] { return PyMaskMod{fa::noop_mask()}; });
   fm.def("causal_mask", [] { return PyMaskMod{fa::causal_mask()}; });

@@ -2,6 +2,7 @@
 // slices and None make views, `...` stands for the remaining dims, and integer or bool
 // tensors (or lists) index through flambeau::index / index_put_.
 #include "bindings.h"
+#include "flambeau/compile/trace.h"
 
 namespace flambeau::python {
 namespace {
@@ -67,8 +68,10 @@ Basic apply_key(const Tensor& self, nb::handle key) {
       ++d;
     } else if (tensors[size_t(i)].defined()) {
       const Tensor& t = tensors[size_t(i)];
-      if (t.dim() == 0 && t.dtype() != kBool && !is_floating(t.dtype())) {
-        const int64_t v = t.item<int64_t>();  // a 0-dim integer tensor acts as an int
+      // A 0-dim integer tensor acts as an int, except in a trace (an index the graph keeps, as
+      // PyTorch's tracer does).
+      if (t.dim() == 0 && t.dtype() != kBool && !is_floating(t.dtype()) && !compiler::is_tracing()) {
+        const int64_t v = t.item<int64_t>();
         FLB_CHECK(v >= -r.size(d) && v < r.size(d), IndexError, "[index] index ", v,
                   " is out of bounds for dimension ", d, " with size ", r.size(d));
         r = r.select(d, v);

@@ -191,3 +191,10 @@ def test_threads_and_memory_statistics():
     del x
     assert fl.memory.allocated() == base
     assert fl.memory.max_allocated() >= base + 4 * (1 << 20)
+
+
+def test_python_number_types_stand_for_dtypes():
+    # as in PyTorch: float -> float64, int -> int64, bool -> bool
+    x = fl.arange(3)
+    assert x.to(float).dtype == fl.float64 and x.to(int).dtype == fl.int64 and x.to(bool).dtype == fl.bool
+    assert fl.zeros(2, dtype=float).dtype == fl.float64

@@ -15,6 +15,7 @@
 #include "flambeau/compile/aot.h"
 #include "flambeau/compile/build.h"
 #include "flambeau/compile/workers.h"
+#include "flambeau/compile/codegen.h"
 #include "flambeau/core/error.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
@@ -27,18 +28,8 @@ namespace {
 constexpr int64_t kTile = 1024;       // elements per tile (4 KiB of float32)
 constexpr int64_t kSerialTiles = 32;  // fewer tiles than this run on one thread
 
-// The table of flambeau functions a generated kernel calls, and the kernel's arguments: one
-// text, compiled here and pasted into the generated source (kRuntimeDecl), so the layouts agree.
-#define FLB_RUNTIME_FIELDS                                                                                   \
-  void (*unary_f32)(int op, const float* x, float* y, int64_t n);                                           \
-  void (*binary_f32)(int op, const float* a, const float* b, float* y, int64_t n);                          \
-  void (*parallel_for)(int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx); \
-  double (*sum_f32)(const float* x, int64_t n);                                                             \
-  double (*sum_sq_f32)(const float* x, int64_t n);                                                          \
-  float (*max_f32)(const float* x, int64_t n);                                                              \
-  float (*min_f32)(const float* x, int64_t n);
-// in: the kernel's tensor inputs; period: each input's element count (less than n:
-// broadcast over leading dimensions); out: the values written to memory; n: elements;
+// The kernel's arguments: in: its tensor inputs; period: each input's element count (less
+// than n: broadcast over leading dimensions); out: the values written to memory; n: elements;
 // cols: the last dimension (a row).
 #define FLB_ARGS_FIELDS(runtime) \
   const runtime* rt;             \
@@ -46,42 +37,13 @@ constexpr int64_t kSerialTiles = 32;  // fewer tiles than this run on one thread
   const int64_t* period;         \
   float* const* out;             \
   int64_t n, cols;
-#define FLB_TEXT(...) FLB_TEXT_(__VA_ARGS__)
-#define FLB_TEXT_(...) #__VA_ARGS__
 
-struct Runtime {
-  FLB_RUNTIME_FIELDS
-};
 struct KernelArgs {
   FLB_ARGS_FIELDS(Runtime)
 };
 
-const char* kRuntimeDecl = "#include <cmath>\n#include <cstdint>\nstruct flb_runtime { " FLB_TEXT(FLB_RUNTIME_FIELDS) " };\n"
-                           "struct flb_args { " FLB_TEXT(FLB_ARGS_FIELDS(flb_runtime)) " };\n";
-
-const Runtime& runtime() {
-  static const Runtime r{
-      [](int op, const float* x, float* y, int64_t n) { kernels::unary_f32(kernels::UnaryOp(op), x, y, n); },
-      [](int op, const float* a, const float* b, float* y, int64_t n) {
-        kernels::binary_f32(kernels::SimdBinaryOp(op), a, b, y, n);
-      },
-      [](int64_t begin, int64_t end, int64_t grain, void (*fn)(void*, int64_t, int64_t), void* ctx) {
-        parallel_for(begin, end, grain, [&](int64_t lo, int64_t hi) { fn(ctx, lo, hi); });
-      },
-      [](const float* x, int64_t n) { return kernels::sum_f32(x, n); },
-      [](const float* x, int64_t n) { return kernels::sum_sq_f32(x, n); },
-      [](const float* x, int64_t n) { return kernels::max_f32(x, n); },
-      [](const float* x, int64_t n) { return kernels::min_f32(x, n); }};
-  return r;
-}
-
-std::optional<kernels::UnaryOp> unary_of(const std::string& op) {
-#define FLB_NAME(name, ...) \
-  if (op == #name) return kernels::UnaryOp::name;
-  FLB_UNARY_OPS(FLB_NAME)
-#undef FLB_NAME
-  return std::nullopt;
-}
+const std::string kKernelDecl =
+    std::string(kRuntimeDecl) + "struct flb_args { " FLB_TEXT(FLB_ARGS_FIELDS(flb_runtime)) " };\n";
 
 std::optional<kernels::SimdBinaryOp> binary_of(const std::string& op) {
   using B = kernels::SimdBinaryOp;
@@ -281,12 +243,6 @@ Plan plan(const Graph& g) {
   return p;
 }
 
-std::string float_literal(double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%a", double(float(v)));
-  return std::string(b) + "f";
-}
-
 // The element expression of an op written inline, or "" for one that calls its kernel:
 // add, sub, mul, div, neg, abs, sqrt, rsqrt, reciprocal and relu, each one or two IEEE
 // operations per element that give the SIMD kernel's bits (no FMA contraction:
@@ -294,17 +250,7 @@ std::string float_literal(double v) {
 std::string inline_expression(const KernelOp& op, const std::vector<std::string>& e) {
   if (op.kind == KernelOp::Binary && op.code <= int(kernels::SimdBinaryOp::div))
     return "(" + e[0] + " " + std::string(1, "+-*/"[op.code]) + " " + e[1] + ")";
-  if (op.kind != KernelOp::Unary) return "";
-  using U = kernels::UnaryOp;
-  switch (U(op.code)) {
-    case U::neg: return "(-" + e[0] + ")";
-    case U::abs: return "std::fabs(" + e[0] + ")";
-    case U::sqrt: return "std::sqrt(" + e[0] + ")";
-    case U::rsqrt: return "(1.0f / std::sqrt(" + e[0] + "))";
-    case U::reciprocal: return "(1.0f / " + e[0] + ")";
-    case U::relu: return "(" + e[0] + " < 0.0f ? 0.0f : " + e[0] + ")";
-    default: return "";
-  }
+  return op.kind == KernelOp::Unary ? ieee_unary(kernels::UnaryOp(op.code), e[0]) : "";
 }
 
 // A buffer's name: t3, c0, r2.
@@ -514,7 +460,7 @@ std::string kernel_source(const Graph& g, const Kernel& k, int index) {
 // i * sources / kernels.
 std::vector<std::string> sources_of(const Graph& g, const Plan& p) {
   const int n = std::min(p.kernels, std::max(1, workers::max_workers()));
-  std::vector<std::string> sources(n, std::string("// Generated by flambeau.compile (the cpp backend).\n") + kRuntimeDecl);
+  std::vector<std::string> sources(n, std::string("// Generated by flambeau.compile (the cpp backend).\n") + kKernelDecl);
   int index = 0;
   for (const auto& step : p.steps)
     if (auto* k = std::get_if<Kernel>(&step)) {
@@ -635,7 +581,7 @@ CompiledFn cross_backend(const Graph& g, const Plan& p, int bits) {
     FLB_CHECK(on_path(tool), Error, "[compile] target armv9-a+sve2 needs ", tool,
               " (apt-get install g++-aarch64-linux-gnu qemu-user)");
   const std::string source = std::string("// Generated by flambeau.compile (cpp backend, armv9-a+sve2).\n") +
-                             kRuntimeDecl + "\n" + kernel_source(g, k, 0) + cross_harness();
+                             kKernelDecl + "\n" + kernel_source(g, k, 0) + cross_harness();
   const Toolchain tc{"aarch64-linux-gnu-g++",
                      {"-O3", "-march=armv9-a+sve2", "-msve-vector-bits=" + std::to_string(bits), "-static",
                       "-std=c++17", "-ffp-contract=off"},

@@ -33,11 +33,15 @@ const std::set<std::string, std::less<>> kFactories{"empty",      "zeros",     "
 // order[i].
 const std::map<std::string, std::vector<size_t>, std::less<>> kReportedOrder{{"embedding", {1, 0, 2}}};
 
+// Ops a graph that is not replayed may hold though the registry lacks them.
+const std::set<std::string, std::less<>> kGeneratorOnly{"index"};
+
 // Why the graph cannot hold this call ("" when it can).
-std::string unrecordable(const op_hook::OpCall& c) {
+std::string unrecordable(const op_hook::OpCall& c, bool replayable) {
   if (c.name == "item") return "it reads a tensor's value (item())";
   if (c.name == "backward") return "backward runs inside the function";
   if (kValueShaped.count(c.name)) return "its output's shape depends on the input's values";
+  if (!replayable && kGeneratorOnly.count(c.name)) return "";
   const RegisteredOp* op = find_op(c.name);
   if (!op) return "it is not in the op registry (no boxed kernel to replay it)";
   for (const SchemaArg& r : op->schema.returns)
@@ -73,6 +77,7 @@ void register_view_at() {
 struct Recorder {
   explicit Recorder(Trace* t) : trace(t) {}
   Trace* trace;
+  bool replayable = true;
   std::thread::id thread = std::this_thread::get_id();
   uint64_t first_serial = Storage::next_serial();  // storages allocated during the trace are newer
   std::unordered_map<const TensorImpl*, int> value_of;  // the current value of each tensor
@@ -155,7 +160,7 @@ struct Recorder {
       return;
     }
     auto stop = [&](std::string why) { trace->end(std::string(c.name), std::move(why)); };
-    if (std::string why = unrecordable(c); !why.empty()) return stop(why);
+    if (std::string why = unrecordable(c, replayable); !why.empty()) return stop(why);
     std::vector<Graph::Arg> args;
     std::string why;
     // An uninitialised tensor read by an op was written by code the trace does not see (an
@@ -189,8 +194,13 @@ struct Recorder {
           a.values.push_back(value(x, &why));
           if (!readable(a.values.back())) return stop(why);
         }
-      } else if (std::holds_alternative<std::vector<std::optional<Tensor>>>(v)) {
-        return stop("an argument is a list of optional tensors");
+      } else if (auto* o = std::get_if<std::vector<std::optional<Tensor>>>(&v)) {
+        if (replayable) return stop("an argument is a list of optional tensors");
+        a.kind = Graph::Arg::Kind::ValueList;
+        for (const auto& x : *o) {
+          a.values.push_back(x ? value(*x, &why) : -1);
+          if (x && !readable(a.values.back())) return stop(why);
+        }
       } else {
         a.constant = std::holds_alternative<Tensor>(v) ? op_hook::Value() : v;  // an undefined tensor: None
       }
@@ -248,9 +258,10 @@ size_t begin_backward() {
   return t_recorder->trace->graph.nodes.size();
 }
 
-Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs) {
+Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs, bool replayable) {
   Trace t;
   Recorder rec(&t);
+  rec.replayable = replayable;
   for (const Tensor& x : inputs) {
     FLB_CHECK(x.defined(), ValueError, "[compile] an input is an undefined tensor");
     const int v = t.graph.add_input(x);

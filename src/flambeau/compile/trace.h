@@ -34,7 +34,10 @@ struct Trace {
   }
 };
 
-Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs);
+// replayable = false: for generators that read the graph's ops by name and never run them
+// (compiled mask_mods and score_mods): `to` and `index` are recorded too, though outside the
+// op registry (index's list of optional tensors as a ValueList, -1 for None).
+Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs, bool replayable = true);
 
 // Whether a trace is recording on this thread (torch.compiler.is_compiling).
 bool is_tracing();

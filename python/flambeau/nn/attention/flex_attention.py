@@ -13,17 +13,24 @@
   then runs as a native mod). Otherwise it receives index tensors (b and h scalars, q_idx
   [n, 1], kv_idx [1, KV_LEN]) and is evaluated one block row at a time (memory
   O(BLOCK_SIZE x KV_LEN)); its partial blocks are stored, and the kernel runs natively.
-* A score_mod written in Python gets broadcastable tensors: score [B, H, n, KV_LEN] and
-  b [B, 1, 1, 1], h [1, H, 1, 1], q_idx [1, 1, n, 1], kv_idx [1, 1, 1, KV_LEN]. It runs on
-  the composite path: scores are materialised 128 query rows at a time with ordinary
-  flambeau ops (autograd gives every gradient, including captured tensors). Correct but
-  much slower, and its backward keeps all score tiles (O(B*H*Q_LEN*KV_LEN) memory). float64
-  inputs always take this path.
+* A score_mod written in Python is compiled by ``flex_attention`` when it is elementwise
+  arithmetic of the score and the indices (+ - * /, exp, log, tanh, sigmoid, sqrt, rsqrt, abs,
+  maximum, minimum, where, comparisons, casts) and reads captured tensors by index
+  (``bias[h]``, ``table[q_idx - kv_idx + off]``): flambeau.compile traces it once on a score
+  tile (score [n, k], b and h 0-dim, q_idx [n, 1], kv_idx [1, k]) and generates C++ with its
+  derivative, so it runs as a native mod, forward and backward (captured float tensors get
+  gradients). The compiled mod is cached per function and the tensors its closure, defaults
+  and globals hold. Otherwise (and for float64 inputs) it runs on the composite path with
+  broadcastable tensors: score [B, H, n, KV_LEN] and b [B, 1, 1, 1], h [1, H, 1, 1], q_idx
+  [1, 1, n, 1], kv_idx [1, 1, 1, KV_LEN]; scores are materialised 128 query rows at a time
+  with ordinary flambeau ops (autograd gives every gradient). Correct but much slower, and
+  its backward keeps all score tiles (O(B*H*Q_LEN*KV_LEN) memory).
 * kernel_options are accepted and ignored. The backward is bitwise reproducible (no atomics,
   independent of the thread count), so there is no separate deterministic mode.
 """
 import inspect
 import math
+import weakref
 from typing import NamedTuple, Optional
 
 from ... import _C
@@ -350,17 +357,56 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
         raise ValueError("flex_attention expects a score_mod(score, b, h, q_idx, kv_idx)")
     if block_mask is not None and not isinstance(block_mask, BlockMask):
         raise TypeError(f"flex_attention: block_mask must be a BlockMask, got {type(block_mask).__name__}")
-    native = (score_mod is None or isinstance(score_mod, _NativeScore)) and \
-        (block_mask is None or block_mask._native) and str(query.dtype) != "flambeau.float64"
+    native = (block_mask is None or block_mask._native) and str(query.dtype) != "flambeau.float64"
+    mod = None
+    if native and score_mod is not None:
+        mod = score_mod._impl if isinstance(score_mod, _NativeScore) else _compiled_score_mod(score_mod)
+        native = mod is not None
     if native:
-        out, lse = _flex.flex_attention(query, key, value, score_mod._impl if score_mod is not None else None,
-                                        block_mask._impl if block_mask is not None else None, scale, enable_gqa,
-                                        want_lse)
+        out, lse = _flex.flex_attention(query, key, value, mod, block_mask._impl if block_mask is not None else None,
+                                        scale, enable_gqa, want_lse)
     else:
         out, lse = _composite(query, key, value, score_mod, block_mask, scale, enable_gqa)
     if return_aux is not None:
         return out, AuxOutput(lse=lse if return_aux.lse else None)
     return (out, lse) if return_lse else out
+
+
+_score_mods = weakref.WeakKeyDictionary()  # Python score_mod -> (_captured_ids, native mod or None, why not)
+
+
+def _captured_ids(fn):
+    """The ids of the tensors fn's closure, defaults and the globals it names hold: a new tensor
+    bound there makes the compiled mod stale (in-place updates are seen without retracing)."""
+    found = list(getattr(fn, "__defaults__", None) or ())
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            pass
+    code, names = getattr(fn, "__code__", None), getattr(fn, "__globals__", {})
+    if code is not None:
+        found += [names[n] for n in code.co_names if n in names]
+    tensor = _fl().Tensor
+    return tuple(id(x) for x in found if isinstance(x, tensor))
+
+
+def _compiled_score_mod(fn):
+    """fn compiled into a native score_mod (None when it cannot be: a break in the trace, an op
+    the generator does not know, a disabled function or an error; the composite path runs it)."""
+    ids = _captured_ids(fn)
+    try:
+        hit = _score_mods.get(fn)
+    except TypeError:  # not weakly referenceable: compiled on every call
+        hit = None
+    if hit is not None and hit[0] == ids:
+        return hit[1]
+    impl, why = _flex.compile_score_mod(fn)
+    try:
+        _score_mods[fn] = (ids, impl, why)
+    except TypeError:
+        pass
+    return impl
 
 
 def _composite(q, k, v, score_mod, block_mask, scale, enable_gqa):
