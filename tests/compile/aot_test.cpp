@@ -186,3 +186,23 @@ TEST(CompileTraining, FusedNormsAreDecomposedIntoOps) {
       EXPECT_TRUE(all_close(values(grads[i]), values(eager_grads[i]), 1e-4, 1e-4)) << "grad " << i;
   }
 }
+
+// Attention's fused kernel runs as its two ops in the joint trace (the forward returns the
+// logsumexp its backward reads): the gradients are eager's bits.
+TEST(CompileTraining, AttentionBackwardIsTheFusedKernelsOp) {
+  const Tensor wq = seeded({32, 32}, 3, true);
+  const TensorFn fn = [&](const std::vector<Tensor>& in) {
+    const Tensor q = linear(in[0], wq).view({2, 16, 4, 8}).transpose(1, 2);
+    const Tensor k = in[0].view({2, 16, 4, 8}).transpose(1, 2);
+    return std::vector<Tensor>{nn::scaled_dot_product_attention(q, k, k, {}, 0.0, true).transpose(1, 2).reshape({2, 16, 32})};
+  };
+  const std::vector<std::vector<Tensor>> calls{{seeded({2, 16, 32}, 1, true)}, {seeded({2, 16, 32}, 2, true)}};
+  expect_same_training("cpp", fn, calls, {wq}, {2, 16, 32});
+  Compiled c = compile(fn, {"cpp"});
+  (void)c(calls[0]);
+  TrainingGraphs tg;
+  std::string why;
+  ASSERT_TRUE(split_for_training(c.graph(0), calls[0], &tg, &why)) << why;
+  EXPECT_NE(tg.backward.str().find("scaled_dot_product_flash_attention_backward"), std::string::npos)
+      << tg.backward.str();
+}

@@ -7,6 +7,7 @@
 
 #include "flambeau/autograd/autograd.h"
 #include "flambeau/core/error.h"
+#include "flambeau/nn/attention.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/ops/ops.h"
 
@@ -24,8 +25,8 @@ bool needs_grad(const Graph& g, const std::vector<Tensor>& inputs) {
 namespace {
 
 // Ops whose backward runs kernels the op hook does not report (the fused norms' row
-// statistics): in the joint trace they run as the public ops they are made of, so that
-// their backward is made of ops too.
+// statistics, attention's logsumexp): in the joint trace they run as the public ops they are
+// made of, so that their backward is made of ops too.
 using Decomposition = std::function<Tensor(const std::vector<op_hook::Value>& args)>;
 std::optional<Tensor> optional_tensor(const op_hook::Value& v) {
   if (auto* t = std::get_if<Tensor>(&v); t && t->defined()) return *t;
@@ -40,9 +41,16 @@ const std::map<std::string, Decomposition>& decompositions() {
          return F::rms_norm_decomposed(std::get<Tensor>(a[0]), std::get<Dims>(a[1]), optional_tensor(a[2]),
                                        optional_number(a[3]));
        }},
-      {"layer_norm", [](const std::vector<op_hook::Value>& a) {
+      {"layer_norm",
+       [](const std::vector<op_hook::Value>& a) {
          return F::layer_norm_decomposed(std::get<Tensor>(a[0]), std::get<Dims>(a[1]), optional_tensor(a[2]),
                                          optional_tensor(a[3]), *number_of(a[4]));
+       }},
+      {"scaled_dot_product_attention", [](const std::vector<op_hook::Value>& a) {
+         return nn::scaled_dot_product_attention_decomposed(std::get<Tensor>(a[0]), std::get<Tensor>(a[1]),
+                                                            std::get<Tensor>(a[2]), optional_tensor(a[3]),
+                                                            *number_of(a[4]), std::get<bool>(a[5]),
+                                                            optional_number(a[6]), std::get<bool>(a[7]));
        }}};
   return table;
 }
@@ -98,13 +106,12 @@ bool split_for_training(const Graph& g, const std::vector<Tensor>& example_input
     joint_inputs.push_back(ones(m.sizes, m.dtype));
   }
 
-  size_t backward_at = 0;
   r.grad_input.assign(n_out, false);
   r.has_grad.assign(leaves, false);
   const TensorFn joint = [&](const std::vector<Tensor>& in) {
     const std::vector<Tensor> leaf(in.begin(), in.begin() + leaves);
     std::vector<Tensor> outs = interpret_decomposed(replayed, leaf);
-    backward_at = begin_backward();
+    begin_backward();
     std::vector<Tensor> roots, root_grads, wrt;
     std::vector<size_t> wrt_index;
     for (size_t i = 0; i < n_out; ++i)
@@ -123,6 +130,7 @@ bool split_for_training(const Graph& g, const std::vector<Tensor>& example_input
   const Trace t = trace(joint, joint_inputs);
   if (!t.whole()) return fail("the backward breaks at '" + t.break_op + "': " + t.break_reason);
   const Graph& j = t.graph;
+  const size_t backward_at = t.backward_at.value_or(j.nodes.size());
   if (j.outputs.size() == n_out) return fail("no output requires grad");
   for (size_t n = 0; n < backward_at; ++n)
     if (!is_pure(j.nodes[n].op)) return fail("the forward writes in place ('" + j.nodes[n].op + "')");

@@ -2,6 +2,7 @@
 #include "flambeau/compile/trace.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -88,6 +89,18 @@ struct Recorder {
   std::set<int> factory_values;  // constants a factory made during the trace (pristine copies)
   std::map<const void*, int> factory_storage;  // their storages
   std::set<int> written;  // factory values an in-place op wrote (through a view too)
+  std::map<int, size_t> created_at;  // each factory value: the number of nodes before it
+  std::map<int, Tensor> unused;  // factory values no traced op used yet: the tensor the function holds
+
+  // Whether factory value v's tensor still holds what the factory made when a traced op
+  // first reads it (or it is returned): else code the trace does not see wrote it.
+  bool as_made(int v) {
+    auto it = unused.find(v);
+    if (it == unused.end()) return true;
+    const Tensor held = it->second.contiguous(), made = trace->graph.constants[trace->graph.values[v].index].contiguous();
+    unused.erase(it);
+    return std::memcmp(held.data_ptr(), made.data_ptr(), size_t(held.numel()) * held.element_size()) == 0;
+  }
   std::set<int> uninitialised;   // values made by empty(), empty_like(), ... (garbage until written)
   // A contiguous traced value in each storage, with its offset: what view_at nodes view.
   std::map<const void*, std::pair<int, int64_t>> contiguous_in;
@@ -155,6 +168,8 @@ struct Recorder {
         const int v = value_of[t.impl()] = trace->graph.add_constant(t.clone());  // as made, if written later
         factory_values.insert(v);
         factory_storage[t.storage().get()] = v;
+        created_at[v] = trace->graph.nodes.size();
+        unused[v] = t;
         if (empty_op) uninitialised.insert(v);
       }
       return;
@@ -167,9 +182,18 @@ struct Recorder {
     // in-place op's destination, its first argument, is not read).
     const bool writes = !is_pure(std::string(c.name));
     auto readable = [&](int v) {
-      const bool ok = v >= 0 && (!uninitialised.count(v) || (writes && args.empty()));
-      if (v >= 0 && !ok) why = "it reads a tensor made by empty() that no traced op wrote";
-      return ok;
+      if (v < 0) return false;
+      const bool destination = writes && args.empty();
+      if (destination) unused.erase(v);  // a traced op writes it first
+      if (uninitialised.count(v) && !destination) {
+        why = "it reads a tensor made by empty() that no traced op wrote";
+        return false;
+      }
+      if (!as_made(v)) {
+        why = "it reads a factory's tensor that code the trace does not see wrote";
+        return false;
+      }
+      return true;
     };
     if (writes)
       for (const op_hook::Value& v : c.args)
@@ -218,20 +242,28 @@ struct Recorder {
 };
 
 // A factory's tensor the function writes or returns is made anew on every call: a clone of
-// the constant (its pristine copy) at the start of the graph takes its uses.
-void fresh_copies(Graph& g, const std::set<int>& factory_values) {
+// the constant (its pristine copy) where the factory was called (before node created_at[v])
+// takes its uses. The trace's backward_at moves with the nodes.
+void fresh_copies(Trace& t, const std::set<int>& factory_values, const std::map<int, size_t>& created_at) {
   if (factory_values.empty()) return;
-  std::vector<Graph::Node> rest = std::move(g.nodes);
+  Graph& g = t.graph;
+  std::vector<Graph::Node> old = std::move(g.nodes);
   g.nodes.clear();
   std::map<int, int> copy_of;
-  for (int v : factory_values) {
-    Graph::Arg a;
-    a.kind = Graph::Arg::Kind::Value;
-    a.value = v;
-    copy_of[v] = g.nodes[g.add_node("clone", {a}, {g.values[v].meta})].outputs[0];
-  }
   auto renamed = [&](int v) { return copy_of.count(v) ? copy_of[v] : v; };
-  for (Graph::Node& n : rest) {
+  auto clones_at = [&](size_t i) {
+    for (int v : factory_values) {
+      if (created_at.at(v) != i) continue;
+      Graph::Arg a;
+      a.kind = Graph::Arg::Kind::Value;
+      a.value = v;
+      copy_of[v] = g.nodes[g.add_node("clone", {a}, {g.values[v].meta})].outputs[0];
+      if (t.backward_at && i < *t.backward_at) ++*t.backward_at;
+    }
+  };
+  for (size_t i = 0; i < old.size(); ++i) {
+    clones_at(i);
+    Graph::Node& n = old[i];
     for (Graph::Arg& a : n.args) {
       if (a.kind == Graph::Arg::Kind::Value) a.value = renamed(a.value);
       for (int& v : a.values) v = renamed(v);
@@ -239,6 +271,7 @@ void fresh_copies(Graph& g, const std::set<int>& factory_values) {
     for (int v : n.outputs) g.values[v].node = int(g.nodes.size());
     g.nodes.push_back(std::move(n));
   }
+  clones_at(old.size());
   for (int& v : g.outputs) v = renamed(v);
 }
 
@@ -252,10 +285,10 @@ void break_trace(const std::string& what, const std::string& why) {
   if (t_recorder) t_recorder->trace->end(what, why);
 }
 
-size_t begin_backward() {
+void begin_backward() {
   FLB_CHECK(t_recorder, Error, "[compile] begin_backward() outside a trace");
   t_recorder->in_backward = true;
-  return t_recorder->trace->graph.nodes.size();
+  t_recorder->trace->backward_at = t_recorder->trace->graph.nodes.size();
 }
 
 Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs, bool replayable) {
@@ -289,10 +322,14 @@ Trace trace(const TensorFn& fn, const std::vector<Tensor>& inputs, bool replayab
       t.end("return", "an output was not made by a traced op, an input or a constant");
       return t;
     }
+    if (!rec.as_made(v)) {
+      t.end("return", "an output is a factory's tensor that code the trace does not see wrote");
+      return t;
+    }
     if (rec.factory_values.count(v)) rec.written.insert(v);
     t.graph.outputs.push_back(v);
   }
-  fresh_copies(t.graph, rec.written);
+  fresh_copies(t, rec.written, rec.created_at);
   return t;
 }
 

@@ -13,6 +13,7 @@
 // (a callable, a generator), and backward (compiled training is the AOT pass's job).
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ using TensorFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 struct Trace {
   Graph graph;
   std::vector<Tensor> outputs;  // what the function returned (the eager run)
+  std::optional<size_t> backward_at;  // the first node of the backward (begin_backward())
   std::string break_op;         // the op that ended the trace; empty when it is whole
   std::string break_reason;
   bool whole() const { return break_op.empty(); }
@@ -46,7 +48,7 @@ bool is_tracing();
 void break_trace(const std::string& what, const std::string& why);
 // Marks the rest of the trace recording on this thread as a backward pass (the AOT pass,
 // aot.h): a tensor at exactly a traced value's memory and geometry is that value (saved
-// tensors and gradients are detached aliases). Returns the number of nodes recorded so far.
-size_t begin_backward();
+// tensors and gradients are detached aliases); Trace::backward_at marks where.
+void begin_backward();
 
 }  // namespace flambeau::compiler

@@ -169,11 +169,80 @@ Tensor as_bhle(const Tensor& t) {
 
 }  // namespace
 
+namespace {
+
+// The kernel's problem for q, k, v (as the ops take them) and the mask.
+Problem problem_of(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
+                   bool is_causal, double scale) {
+  Problem p;
+  p.B = q.dim() > 3 ? numel_of(Dims(q.sizes().begin(), q.sizes().size() - 3)) : q.size(0);
+  p.Hq = q.dim() > 3 ? q.size(-3) : 1, p.Hkv = k.dim() > 3 ? k.size(-3) : 1;
+  p.L = q.size(-2), p.S = k.size(-2), p.E = q.size(-1), p.Ev = v.size(-1), p.scale = scale, p.causal = is_causal;
+  if (attn_mask) {
+    const Tensor m = attn_mask->dtype() == kBool ? *attn_mask : attn_mask->to(q.dtype());
+    p.mask_is_bool = m.dtype() == kBool;
+    // Broadcast to q's leading dims, then fold them like q.
+    Dims full(q.sizes().begin(), q.sizes().size() - 1);
+    full.push_back(p.S);
+    p.mask = m.expand(full).reshape({p.B, p.Hq, p.L, p.S});
+  }
+  return p;
+}
+
+}  // namespace
+
+// The fused kernel as two ops (torch's _scaled_dot_product_flash_attention_for_cpu and its
+// backward): the forward returns the logsumexp rows the backward reads, so a traced program
+// (compiled training) sees every tensor the backward uses.
+FLB_OP(scaled_dot_product_flash_attention,
+       (const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask, bool is_causal,
+        double scale),
+       (q, k, v, attn_mask, is_causal, scale), std::vector<Tensor>) {
+  const Problem p = problem_of(q, k, v, attn_mask, is_causal, scale);
+  const Tensor qb = as_bhle(q), kb = as_bhle(k), vb = as_bhle(v);
+  Tensor out = empty({p.B, p.Hq, p.L, p.Ev}, q.dtype()), lse = empty({p.B, p.Hq, p.L, 2}, q.dtype());
+  visit_dtype(q.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      forward<T>(p, qb.data<T>(), kb.data<T>(), vb.data<T>(), out.data<T>(), lse.data<T>());
+  });
+  Dims out_shape(q.sizes().begin(), q.sizes().size() - 1);
+  out_shape.push_back(p.Ev);
+  Tensor result = out.reshape(out_shape);
+  autograd::record("ScaledDotProductFlashAttentionForCpuBackward0", {&result}, {&q, &k, &v}, {q, k, v, result, lse},
+                   [attn_mask, is_causal, scale](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     return scaled_dot_product_flash_attention_backward(g[0], s[0], s[1], s[2], s[3], s[4], attn_mask,
+                                                                        is_causal, scale);
+                   });
+  return {result, lse};
+}
+
+FLB_OP(scaled_dot_product_flash_attention_backward,
+       (const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+        const Tensor& lse, const std::optional<Tensor>& attn_mask, bool is_causal, double scale),
+       (grad_out, q, k, v, out, lse, attn_mask, is_causal, scale), std::vector<Tensor>) {
+  const Problem p = problem_of(q, k, v, attn_mask, is_causal, scale);
+  const Tensor qb = as_bhle(q), kb = as_bhle(k), vb = as_bhle(v), ob = as_bhle(out), lb = lse.contiguous();
+  const Tensor dout = grad_out.reshape({p.B, p.Hq, p.L, p.Ev}).contiguous();
+  Tensor dq = zeros(qb.sizes(), q.dtype()), dk = zeros(kb.sizes(), k.dtype()), dv = zeros(vb.sizes(), v.dtype());
+  visit_dtype(q.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+      backward<T>(p, qb.data<T>(), kb.data<T>(), vb.data<T>(), ob.data<T>(), lb.data<T>(), dout.data<T>(),
+                  dq.data<T>(), dk.data<T>(), dv.data<T>());
+  });
+  return {dq.reshape(q.sizes()), dk.reshape(k.sizes()), dv.reshape(v.sizes())};
+}
+
 FLB_OP(scaled_dot_product_attention,
        (const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
         double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa),
        (q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa), Tensor) {
   FLB_AUTOCAST(lower, scaled_dot_product_attention, q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  return scaled_dot_product_attention_decomposed(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+}
+
+Tensor scaled_dot_product_attention_decomposed(const Tensor& q, const Tensor& k, const Tensor& v,
+                                               const std::optional<Tensor>& attn_mask, double dropout_p,
+                                               bool is_causal, std::optional<double> scale, bool enable_gqa) {
   FLB_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(), ValueError,
             "[scaled_dot_product_attention] expected q, k, v with the same number (>= 3) of dims, got ",
             shape_str(q.sizes()), ", ", shape_str(k.sizes()), ", ", shape_str(v.sizes()));
@@ -202,8 +271,8 @@ FLB_OP(scaled_dot_product_attention,
     const AutocastGuard no_autocast(autocast::dtype(), /*enabled=*/false);  // else the call below recasts
     std::optional<Tensor> mask32;
     if (attn_mask) mask32 = attn_mask->dtype() == kBool ? *attn_mask : attn_mask->to(kFloat32);
-    return scaled_dot_product_attention(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), mask32, 0.0, is_causal,
-                                        sc, enable_gqa)
+    return scaled_dot_product_attention_decomposed(q.to(kFloat32), k.to(kFloat32), v.to(kFloat32), mask32, 0.0,
+                                                   is_causal, sc, enable_gqa)
         .to(q.dtype());
   }
   const bool fused = (q.dtype() == kFloat32 || q.dtype() == kFloat64) && fusable;
@@ -225,40 +294,6 @@ FLB_OP(scaled_dot_product_attention,
     if (dropout_p > 0) pr = div(mul(pr, bernoulli(full_like(pr, 1 - dropout_p))), 1 - dropout_p);
     return matmul(pr, vv);
   }
-  Problem p;
-  const Tensor qb = as_bhle(q), kb = as_bhle(k), vb = as_bhle(v);
-  p.B = qb.size(0), p.Hq = qb.size(1), p.Hkv = kb.size(1), p.L = qb.size(2), p.S = kb.size(2);
-  p.E = qb.size(3), p.Ev = vb.size(3), p.scale = sc, p.causal = is_causal;
-  if (attn_mask) {
-    const Tensor m = attn_mask->dtype() == kBool ? *attn_mask : attn_mask->to(q.dtype());
-    p.mask_is_bool = m.dtype() == kBool;
-    // Broadcast to q's leading dims, then fold them like q.
-    Dims full(q.sizes().begin(), q.sizes().size() - 1);
-    full.push_back(p.S);
-    p.mask = m.expand(full).reshape({p.B, p.Hq, p.L, p.S});
-  }
-  Tensor out = empty({p.B, p.Hq, p.L, p.Ev}, q.dtype()), lse = empty({p.B, p.Hq, p.L, 2}, q.dtype());
-  visit_dtype(q.dtype(), [&]<class T>() {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-      forward<T>(p, qb.data<T>(), kb.data<T>(), vb.data<T>(), out.data<T>(), lse.data<T>());
-  });
-  Dims out_shape(q.sizes().begin(), q.sizes().size() - 1);
-  out_shape.push_back(p.Ev);
-  Tensor result = out.reshape(out_shape);
-  autograd::record("ScaledDotProductFlashAttentionForCpuBackward0", {&result}, {&q, &k, &v}, {qb, kb, vb, out, lse},
-                   [p, qs = q.sizes(), ks = k.sizes(), vs = v.sizes()](const std::vector<Tensor>& g,
-                                                                         const std::vector<Tensor>& s) {
-                     const Tensor dout = g[0].reshape({p.B, p.Hq, p.L, p.Ev}).contiguous();
-                     Tensor dq = zeros(s[0].sizes(), s[0].dtype()), dk = zeros(s[1].sizes(), s[1].dtype()),
-                            dv = zeros(s[2].sizes(), s[2].dtype());
-                     visit_dtype(s[0].dtype(), [&]<class T>() {
-                       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-                         backward<T>(p, s[0].data<T>(), s[1].data<T>(), s[2].data<T>(), s[3].data<T>(), s[4].data<T>(),
-                                     dout.data<T>(), dq.data<T>(), dk.data<T>(), dv.data<T>());
-                     });
-                     return std::vector<Tensor>{dq.reshape(qs), dk.reshape(ks), dv.reshape(vs)};
-                   });
-  return result;
+  return scaled_dot_product_flash_attention(q, k, v, attn_mask, is_causal, sc)[0];
 }
-
 }  // namespace flambeau::nn

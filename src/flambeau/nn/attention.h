@@ -4,6 +4,7 @@
 // gradient element is summed in a fixed order whatever the thread count.
 #pragma once
 #include <optional>
+#include <vector>
 
 #include "flambeau/core/tensor.h"
 
@@ -18,5 +19,23 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const std::optional<Tensor>& attn_mask = {}, double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = {},
                                     bool enable_gqa = false);
+
+// The same, its fused path calling the two ops below itself (the op hook reports them when
+// this is called outside any op: what compiled training traces, so the backward is an op).
+Tensor scaled_dot_product_attention_decomposed(const Tensor& q, const Tensor& k, const Tensor& v,
+                                               const std::optional<Tensor>& attn_mask, double dropout_p,
+                                               bool is_causal, std::optional<double> scale, bool enable_gqa);
+
+// The fused kernel (float32, float64; no dropout, no gradient to the mask): {out, logsumexp
+// [B, Hq, L, 2] (row max, log of the row sum)} with leading dims folded into B, and its
+// backward from them: {dq, dk, dv}.
+std::vector<Tensor> scaled_dot_product_flash_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                       const std::optional<Tensor>& attn_mask, bool is_causal,
+                                                       double scale);
+std::vector<Tensor> scaled_dot_product_flash_attention_backward(const Tensor& grad_out, const Tensor& q,
+                                                                const Tensor& k, const Tensor& v, const Tensor& out,
+                                                                const Tensor& lse,
+                                                                const std::optional<Tensor>& attn_mask,
+                                                                bool is_causal, double scale);
 
 }  // namespace flambeau::nn

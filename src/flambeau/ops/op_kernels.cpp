@@ -70,9 +70,9 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   return flambeau::embedding(weight, input, padding_idx);
 }
 
-// Methods the op hook reports that Python binds by hand (the *sizes forms, the in-place
-// forms), so they are not in the schema table: boxed too, so that recorded programs replay
-// them.
+// Ops the op hook reports that are not in the schema table (methods Python binds by hand:
+// the *sizes forms, the in-place forms; the fused attention kernel's two halves): boxed too,
+// so that recorded programs replay them.
 Tensor view(const Tensor& t, const Dims& size) { return t.view(size); }
 Tensor expand(const Tensor& t, const Dims& size) { return t.expand(size); }
 Tensor broadcast_to(const Tensor& t, const Dims& size) { return t.broadcast_to(size); }
@@ -134,12 +134,18 @@ std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {
       parse_schema("index_copy_(Tensor input, int dim, Tensor index, Tensor source) -> Tensor"),
       parse_schema("scatter_(Tensor input, int dim, Tensor index, Tensor src) -> Tensor"),
       parse_schema("scatter_add_(Tensor input, int dim, Tensor index, Tensor src) -> Tensor"),
-      parse_schema("masked_fill_(Tensor input, Tensor mask, Tensor value) -> Tensor")};
+      parse_schema("masked_fill_(Tensor input, Tensor mask, Tensor value) -> Tensor"),
+      parse_schema("scaled_dot_product_flash_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, "
+                   "bool is_causal, float scale) -> Tensor[]"),
+      parse_schema("scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, "
+                   "Tensor value, Tensor out, Tensor logsumexp, Tensor? attn_mask, bool is_causal, float scale) "
+                   "-> Tensor[]")};
   const std::vector<BoxedKernel> method_kernels{
       box(&adapt::view),    box(&adapt::expand),     box(&adapt::broadcast_to), box(&adapt::to),
       box(&adapt::slice),   box(&adapt::add_),       box(&adapt::sub_),         box(&adapt::mul_),
       box(&adapt::div_),    box(&adapt::index_add_), box(&adapt::index_copy_),  box(&adapt::scatter_),
-      box(&adapt::scatter_add_), box(&adapt::masked_fill_)};
+      box(&adapt::scatter_add_), box(&adapt::masked_fill_), box(&nn::scaled_dot_product_flash_attention),
+      box(&nn::scaled_dot_product_flash_attention_backward)};
   for (size_t i = 0; i < methods.size(); ++i) out.emplace_back(&methods[i], method_kernels[i]);
   return out;
 }
