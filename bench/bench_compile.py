@@ -10,7 +10,9 @@ against its eager one in the same run (flambeau's cpp backend: bitwise). Cases:
   S=8192), forward and forward + backward, against the native tanh_softcap mod.
 Then compile times: flambeau cold (an empty cache directory) and warm (a new process, the
 same cache: no compiler run), torch.compile cold (fresh inductor cache). 2 threads.
-Usage: .venv/bin/python bench/bench_compile.py [reps] [score_mod]  (score_mod: that case only)"""
+- an MLP (1024-4096-1024) and a Llama-style block (d 512, 8 heads, T 128, B 4), inference
+  and train step (forward and backward; compiled training: aot.h), checked within 1e-4;
+Usage: .venv/bin/python bench/bench_compile.py [reps] [score_mod | models]  (that case only)"""
 import json
 import os
 import statistics
@@ -42,6 +44,72 @@ def rms(lib):
     def norm(x, w):
         return x * lib.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
     return norm
+
+
+def models(lib):
+    """The MLP (1024-4096-1024, GELU) and a Llama-style block (RMSNorm, causal attention with
+    8 heads, SwiGLU) as lib's modules."""
+    nn, F = lib.nn, lib.nn.functional
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up, self.down = nn.Linear(1024, 4096), nn.Linear(4096, 1024)
+
+        def forward(self, x):
+            return self.down(F.gelu(self.up(x)))
+
+    class Block(nn.Module):
+        def __init__(self, d=512, heads=8):
+            super().__init__()
+            self.heads = heads
+            self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
+            self.qkv, self.o = nn.Linear(d, 3 * d, bias=False), nn.Linear(d, d, bias=False)
+            self.gate, self.up = nn.Linear(d, 4 * d, bias=False), nn.Linear(d, 4 * d, bias=False)
+            self.down = nn.Linear(4 * d, d, bias=False)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.qkv(self.n1(x)).split(C, dim=-1)
+            q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o(a.transpose(1, 2).reshape(B, T, C))
+            h = self.n2(x)
+            return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+    return {"mlp": Mlp, "block": Block}
+
+
+def model_case(name, kind, shape, reps, train):
+    """A model's inference (no_grad) or train step (forward, backward of the sum): the four
+    side by side; flambeau's weights are torch's."""
+    torch.manual_seed(0)
+    tm = models(torch)[kind]()
+    fm = models(fl)[kind]()
+    with fl.no_grad():
+        for p, q in zip(fm.parameters(), tm.parameters()):
+            p.copy_(fl.from_dlpack(q.detach().clone()))
+    tx = torch.randn(*shape, generator=torch.Generator().manual_seed(1), requires_grad=train)
+    fx = fl.from_dlpack(tx.detach().clone()).requires_grad_(train)
+    fc, tc = fl.compile(fm), torch.compile(tm)
+
+    def step(lib, model, x):
+        if not train:
+            with lib.no_grad():
+                return model(x)
+        for p in model.parameters():
+            p.grad = None
+        y = model(x)
+        y.sum().backward()
+        return y
+
+    got, want = step(fl, fc, fx), step(fl, fm, fx)
+    err = float((got - want).abs().max().item())
+    assert err <= 1e-4 * (1 + float(want.abs().max().item())), f"{name}: flambeau.compile differs from eager ({err})"
+    fns = [lambda: step(fl, fm, fx), lambda: step(fl, fc, fx), lambda: step(torch, tm, tx), lambda: step(torch, tc, tx)]
+    t = medians(fns, reps)
+    print(f"| {name} | {t[0] * 1e3:.3f} | {t[1] * 1e3:.3f} | {t[2] * 1e3:.3f} | {t[3] * 1e3:.3f} | "
+          f"{t[0] / t[1]:.2f}x | {t[3] / t[1]:.2f}x |", flush=True)
 
 
 def medians(fns, reps):
@@ -151,6 +219,11 @@ def main():
     fl.set_num_threads(2)
     if sys.argv[2:] == ["score_mod"]:
         return score_case(reps)
+    if sys.argv[2:] == ["models"]:
+        for train in (False, True):
+            model_case(f"MLP train={train}", "mlp", (512, 1024), reps, train)
+            model_case(f"block train={train}", "block", (4, 128, 512), reps, train)
+        return None
     cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/Model name: *//p' | head -1"], capture_output=True,
                          text=True).stdout.strip()
     print(f"CPU: {cpu}, {os.cpu_count()} cores, 2 threads; flambeau.compile backend "
@@ -162,6 +235,11 @@ def main():
     case("10-op pointwise chain, 1K fp32", chain, [(1024,), (1024,)], reps * 20)
     case("RMSNorm with ops, [4096, 1024]", rms, [(4096, 1024), (1024,)], reps,
          fused=lambda x, w: fl.nn.functional.rms_norm(x, (1024,), w, 1e-6))
+    for train in (False, True):
+        what = "train step" if train else "inference"
+        model_case(f"MLP 1024-4096-1024, [512, 1024], {what}", "mlp", (512, 1024), max(5, reps // 3), train)
+        model_case(f"Llama-style block d512 h8, [4, 128, 512], {what}", "block", (4, 128, 512), max(5, reps // 3),
+                   train)
     flex_case(reps)
     print()
     score_case(reps)

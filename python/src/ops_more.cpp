@@ -118,7 +118,10 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
         "dtype"_a = nb::none());
   m.def("full_like", [](const Tensor& t, Scalar v, std::optional<DType> d) { return full_like(t, v, d); }, "input"_a,
         "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none());
-  m.def("tensor", [](nb::handle data, std::optional<DType> dtype) { return tensor_from_data(data, dtype); }, "data"_a,
+  m.def("tensor", [](nb::handle data, std::optional<DType> dtype) {
+    // Reported as the factory "tensor" (its inner ops are not user-level calls).
+    return op_hook::call("tensor", [&] { return tensor_from_data(data, dtype); });
+  }, "data"_a,
         nb::kw_only(), "dtype"_a = nb::none());
   m.def("as_tensor", [](nb::handle data, std::optional<DType> dtype) {
     if (nb::isinstance<Tensor>(data) || nb::hasattr(data, "__dlpack__")) {
