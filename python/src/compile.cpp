@@ -46,9 +46,10 @@ void bind_compile(nb::module_& m) {
       });
   nb::class_<cc::Compiled>(c, "Compiled")
       .def("__init__", [](cc::Compiled* self, nb::object fn, std::string backend, bool fullgraph, int limit,
-                          std::map<std::string, std::string> options) {
-        new (self) cc::Compiled(python_fn(std::move(fn)), {std::move(backend), fullgraph, limit, std::move(options)});
-      }, "fn"_a, "backend"_a, "fullgraph"_a, "cache_size_limit"_a, "options"_a)
+                          std::map<std::string, std::string> options, bool dynamic) {
+        new (self) cc::Compiled(python_fn(std::move(fn)),
+                                {std::move(backend), fullgraph, limit, std::move(options), dynamic});
+      }, "fn"_a, "backend"_a, "fullgraph"_a, "cache_size_limit"_a, "options"_a, "dynamic"_a = false)
       .def("__call__", [](cc::Compiled& f, const std::vector<Tensor>& in) { return f(in); })
       .def("call", &cc::Compiled::call, "inputs"_a)
       .def_prop_ro("traces", &cc::Compiled::traces)

@@ -274,3 +274,28 @@ TEST(CppBackend, Armv9SveKernelsUnderQemuMatchEager) {
                              unfusable)({seeded({4, 4}, 1)}),
                NotImplementedError);
 }
+
+// dynamic: new batch and sequence sizes trace again without counting toward the limit, and the
+// kernels (sizes are arguments) come from the cache: no compiler run after the first.
+TEST(CppBackend, DynamicBatchAndSequenceSizesReuseTheKernels) {
+  TempCache cache;
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{tanh(in[0] * 2.0 + in[1]) * in[0]}; };
+  CompileOptions o{"cpp", false, 2};
+  o.dynamic = true;
+  Compiled f = compile(fn, o);
+  const Tensor bias = seeded({16}, 1);
+  int runs = -1;
+  for (int64_t b : {4, 6, 8, 3, 5}) {
+    const Tensor x = seeded({b, 7, 16}, uint64_t(b));
+    (void)f({x, bias});
+    EXPECT_TRUE(bitwise_equal(f({x, bias})[0], fn({x, bias})[0])) << b;
+    if (runs < 0) runs = compiler_runs();
+    EXPECT_EQ(compiler_runs(), runs) << b;
+  }
+  EXPECT_EQ(f.traces(), 5u);  // more than cache_size_limit (2): one kind
+  // A change elsewhere is a new kind; the third kind is over the limit and runs eagerly.
+  (void)f({seeded({4, 7, 16}, 1), seeded({7, 16}, 2)});
+  EXPECT_EQ(f.traces(), 6u);
+  (void)f({seeded({4, 7, 8}, 1), seeded({8}, 2)});
+  EXPECT_EQ(f.traces(), 6u);
+}

@@ -8,14 +8,19 @@ tensors' dtypes, shapes, strides and requires_grad, the grad mode, the other arg
 parameters and buffers and its training flag. After cache_size_limit kinds (8, as torch) new
 kinds run eagerly (one warning). A trace that breaks (item(), data-dependent shapes, an op
 outside the registry, a disabled function) raises with fullgraph=True, naming the op, and
-otherwise runs eagerly (one warning). Shapes are specialised (dynamic is accepted, not yet
-symbolic).
+otherwise runs eagerly (one warning). Shapes are specialised; with dynamic=True the batch and
+sequence dims (0 and 1) of the tensors are not: a call that differs only there traces again
+(the trace is that call's own eager run) without counting toward cache_size_limit, and the
+cpp backend's kernels, whose code takes sizes at run time, come from the cache (no compiler
+run). Compiled functions are differentiable: with inputs or parameters that require grad the
+cpp backend compiles the forward and the backward (src/flambeau/compile/aot.h).
 
 Backends: a name, or a callable (graph, example_inputs) -> callable, as torch's; the graph
 prints, has to_dot() and is callable on the inputs. Built in: "cpp" (the default: float32
 pointwise chains become generated C++ kernels built by the system compiler and cached on
-disk, $FLAMBEAU_CACHE_DIR or ~/.cache/flambeau/compile; the rest runs op by op) and "eager"
-(tag "debug": the graph's ops one by one). The cpp backend's options: {"target":
+disk, $FLAMBEAU_CACHE_DIR or ~/.cache/flambeau/compile, in a pool of compile worker
+processes; the rest runs op by op), "eager" (tag "debug": the graph's ops one by one) and
+"aot_eager" (tag "debug": compiled training's forward and backward graphs, op by op). The cpp backend's options: {"target":
 "armv9-a+sve2", "sve_bits": 128 | 256} builds the graph (one fused kernel) with Debian's
 aarch64 cross g++ and runs it under qemu-aarch64 (cross-target testing).
 """
@@ -156,8 +161,9 @@ def _unflatten(spec, tensors):
 class _CompiledFunction:
     """What compile returns for a function (a module's wraps its __call__)."""
 
-    def __init__(self, fn, backend, fullgraph, limit, module=None, options=None):
+    def __init__(self, fn, backend, fullgraph, limit, module=None, options=None, dynamic=False):
         self._fn, self._backend, self._fullgraph, self._limit = fn, backend, fullgraph, limit
+        self._dynamic = bool(dynamic)
         self._options = {str(k): str(v) for k, v in (options or {}).items()}
         self._module = module
         self._entries = {}  # kind of call -> (_cc.Compiled, [output structure])
@@ -195,7 +201,8 @@ class _CompiledFunction:
                 ran[0] = _flatten(fn(*a, **kw), outs)
                 return outs
 
-            entry = (_cc.Compiled(traced, self._backend, self._fullgraph, self._limit, self._options), specs, ran)
+            entry = (_cc.Compiled(traced, self._backend, self._fullgraph, self._limit, self._options, self._dynamic),
+                     specs, ran)
             self._entries[key] = entry
         compiled, specs, ran = entry
         ran[0] = None
@@ -239,9 +246,9 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
     if isinstance(model, Module):
         module = model
         compiled = _CompiledFunction(lambda *a, **k: module(*a, **k), name, fullgraph, 8, module=module,
-                                     options=options)
+                                     options=options, dynamic=dynamic)
         return _OptimizedModule(module, compiled)
-    return _CompiledFunction(model, name, fullgraph, 8, options=options)
+    return _CompiledFunction(model, name, fullgraph, 8, options=options, dynamic=dynamic)
 
 
 class _OptimizedModule:

@@ -160,6 +160,13 @@ std::vector<int> aliasing(const std::vector<Tensor>& in) {
 }
 }  // namespace
 
+// The metas with the sizes and strides of dims 0 and 1 erased (dynamic=True's kind of call).
+std::vector<TensorMeta> without_dynamic_dims(std::vector<TensorMeta> metas) {
+  for (TensorMeta& m : metas)
+    for (size_t d = 0; d < std::min<size_t>(2, m.sizes.size()); ++d) m.sizes[d] = -1, m.strides[d] = -1;
+  return metas;
+}
+
 struct Compiled::Entry {
   std::vector<TensorMeta> inputs, constants;
   std::vector<int> aliases;
@@ -217,7 +224,22 @@ std::pair<std::vector<Tensor>, size_t> Compiled::call(const std::vector<Tensor>&
       }
   }
   if (run) return {run(inputs), index};
-  if (s.entries.size() >= size_t(s.options.cache_size_limit)) {
+  // dynamic: traces that differ only in dims 0 and 1 count once (one kind), up to
+  // kDynamicTraces of a kind.
+  bool over_limit = s.entries.size() >= size_t(s.options.cache_size_limit);
+  if (s.options.dynamic) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const std::vector<TensorMeta> kind = without_dynamic_dims(metas);
+    std::vector<std::vector<TensorMeta>> kinds;
+    size_t same_kind = 0;
+    for (const Entry& e : s.entries) {
+      std::vector<TensorMeta> k = without_dynamic_dims(e.inputs);
+      same_kind += k == kind && e.grad_mode == grad;
+      if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(std::move(k));
+    }
+    over_limit = same_kind ? same_kind >= kDynamicTraces : kinds.size() >= size_t(s.options.cache_size_limit);
+  }
+  if (over_limit) {
     if (!s.warned_limit) warn("cache_size_limit (" + std::to_string(s.options.cache_size_limit) +
                               ") reached: calls that no trace holds for run eagerly");
     s.warned_limit = true;

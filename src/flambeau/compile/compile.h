@@ -63,7 +63,14 @@ struct CompileOptions {
   bool fullgraph = false;    // a trace that breaks raises instead of running eagerly
   int cache_size_limit = 8;  // traces per function
   std::map<std::string, std::string> options;  // for the backend (backend_options())
+  // The batch and sequence dims (0 and 1) of the inputs are not specialised: a call that
+  // differs from a trace only there traces again (its eager run is the call itself) without
+  // counting toward cache_size_limit, and the cpp backend's kernels, whose code takes sizes
+  // at run time, come from the cache with no compiler run. After kDynamicTraces traces of a
+  // kind, new sizes run eagerly.
+  bool dynamic = false;
 };
+constexpr size_t kDynamicTraces = 64;
 
 // The options of the compile whose backend is running on this thread (what a backend reads
 // its settings from; empty outside a backend call).
