@@ -203,6 +203,8 @@ struct Recorder {
     for (const op_hook::Value& v : c.args) in_schema_order.push_back(&v);
     if (auto order = kReportedOrder.find(c.name); order != kReportedOrder.end())
       for (size_t i = 0; i < order->second.size(); ++i) in_schema_order[i] = &c.args[order->second[i]];
+    if (const RegisteredOp* op = find_op(c.name); replayable && op && !arguments_fit(*op, in_schema_order))
+      return stop("its C++ call's arguments do not fit its schema (the registry could not replay it)");
     for (const op_hook::Value* arg : in_schema_order) {
       const op_hook::Value& v = *arg;
       Graph::Arg a;

@@ -112,6 +112,14 @@ Value default_value(const SchemaArg& arg) {
   return std::stod(d);
 }
 
+bool arguments_fit(const RegisteredOp& op, const std::vector<const Value*>& args) {
+  const std::vector<SchemaArg>& params = op.schema.arguments;
+  if (args.size() > params.size()) return false;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (i < args.size() ? !fits(*args[i], params[i]) : !params[i].default_value) return false;
+  return true;
+}
+
 std::vector<Value> call_op(std::string_view name, std::vector<Value> args) {
   const RegisteredOp* op = find_op(name);
   FLB_CHECK(op, ValueError, "[call_op] no op named '", name, "'");

@@ -36,6 +36,9 @@ std::vector<std::string> registered_ops();
 // missing, of the wrong kind, or too many are given.
 std::vector<Value> call_op(std::string_view name, std::vector<Value> args);
 
+// Whether call_op would take these arguments for op (their count and kinds).
+bool arguments_fit(const RegisteredOp& op, const std::vector<const Value*>& args);
+
 // The value of an argument's default as written in a schema: None, True/False, an integer,
 // a float, a "string" or a [list of integers].
 Value default_value(const SchemaArg& arg);
