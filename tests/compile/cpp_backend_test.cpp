@@ -154,23 +154,26 @@ TEST(CppBackend, AnUnwritableCacheFallsBackAndACompilerErrorNamesTheSource) {
   unsetenv("CXX");
 }
 
-TEST(CppBackend, GraphsThatNeedGradientsRunEagerly) {
+// A graph that needs gradients is compiled for training (aot.h): its kernels for the forward
+// and the backward; the gradient is eager's bits.
+TEST(CppBackend, GraphsThatNeedGradientsCompileTheirBackward) {
   TempCache cache;
   Tensor w = seeded({8}, 10).requires_grad_();
   auto fn = [&w](const std::vector<Tensor>& in) { return std::vector<Tensor>{(sin(in[0] * w) * 2.0).sum()}; };
   Compiled f = compile(fn, {"cpp"});
   const Tensor x = seeded({8}, 11);
   (void)f({x});
-  f({x})[0].backward();
+  const Tensor y = f({x})[0];
+  EXPECT_EQ(y.grad_fn()->name(), "CompiledFunctionBackward");
+  y.backward();
   const Tensor g = w.grad().clone();
   w.set_grad(Tensor());
   fn({x})[0].backward();
   EXPECT_TRUE(bitwise_equal(g, w.grad()));
 }
 
-// A graph of two kernels (a matmul between them) builds them as two sources in parallel in
-// the compile workers: bitwise eager, two compiler runs, none when warm.
-// Two kernels: one source per compile worker, at most one per kernel.
+// A graph of two kernels (a matmul between them): one source per compile worker (at most one
+// per kernel), built in parallel; bitwise eager, no compiler run when warm.
 TEST(CppBackend, TheKernelsOfAGraphBuildInOneSourcePerWorker) {
   TempCache cache;
   const int sources = std::min(2, workers::max_workers());
