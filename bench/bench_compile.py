@@ -8,11 +8,16 @@ against its eager one in the same run (flambeau's cpp backend: bitwise). Cases:
   sliding_window mod, create_block_mask included;
 - flex_attention with a score_mod written in Python (tanh softcap: causal S=2048, window 256
   S=8192), forward and forward + backward, against the native tanh_softcap mod.
+- GEMM templates (mlp_template, llama_template): an MLP 1024-4096-1024 (bias, GELU) on 512
+  tokens and a Llama-style block (d 512, 8 heads, T 128, B 4: RMSNorm, q/k/v/o projections,
+  causal SDPA, SwiGLU 1536, residual adds) in inference, flambeau.compile with
+  gemm_backends ["blas"], ["template"] and the default, checked against eager within the
+  GEMM's rounding (BLAS blocks may regroup the sum over k);
 Then compile times: flambeau cold (an empty cache directory) and warm (a new process, the
 same cache: no compiler run), torch.compile cold (fresh inductor cache). 2 threads.
 - an MLP (1024-4096-1024) and a Llama-style block (d 512, 8 heads, T 128, B 4), inference
   and train step (forward and backward; compiled training: aot.h), checked within 1e-4;
-Usage: .venv/bin/python bench/bench_compile.py [reps] [score_mod | models]  (that case only)"""
+Usage: .venv/bin/python bench/bench_compile.py [reps] [score_mod | models | templates]  (that case only)"""
 import json
 import os
 import statistics
@@ -145,6 +150,65 @@ def case(name, make, shapes, reps, fused=None):
     print(row, flush=True)
 
 
+def mlp(lib):
+    F = lib.nn.functional
+
+    def run(x, w1, b1, w2, b2):
+        return F.linear(F.gelu(F.linear(x, w1, b1)), w2, b2)
+    return run
+
+
+def llama(lib, B=4, T=128, d=512, H=8):
+    F = lib.nn.functional
+
+    def run(x, n1, wq, wk, wv, wo, n2, wg, wu, wd):
+        def heads(t):
+            return t.reshape(B, T, H, d // H).transpose(1, 2)
+        h = F.rms_norm(x, (d,), n1, 1e-6)
+        a = F.scaled_dot_product_attention(heads(F.linear(h, wq)), heads(F.linear(h, wk)), heads(F.linear(h, wv)),
+                                           is_causal=True)
+        x = x + F.linear(a.transpose(1, 2).reshape(B, T, d), wo)
+        h = F.rms_norm(x, (d,), n2, 1e-6)
+        return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+    return run
+
+
+def template_case(name, make, shapes, reps):
+    """flambeau eager, flambeau.compile with gemm_backends blas / template / the default,
+    torch eager, torch.compile; ratios against torch.compile."""
+    gen = torch.Generator().manual_seed(0)
+    tin = [torch.randn(*s, generator=gen) * (1.0 if i == 0 or len(s) == 1 else s[-1] ** -0.5)
+           for i, s in enumerate(shapes)]
+    fin = [fl.from_dlpack(t.clone()) for t in tin]
+    fe, te = make(fl), make(torch)
+    variants = {"blas": {"gemm_backends": ["blas"]}, "template": {"gemm_backends": ["template"]}, "default": None}
+    fcs = {k: fl.compile(fe, options=o) for k, o in variants.items()}
+    tc = torch.compile(te)
+    with fl.no_grad(), torch.no_grad():
+        want = fe(*fin)
+        for k, f in fcs.items():
+            f(*fin)
+            err = float((f(*fin) - want).abs().max())
+            assert err < 1e-3, f"{name}: flambeau.compile ({k}) differs from eager by {err}"
+        assert torch.allclose(tc(*tin), te(*tin), rtol=1e-4, atol=1e-4)
+        fns = [lambda: fe(*fin)] + [lambda f=f: f(*fin) for f in fcs.values()] + [lambda: te(*tin), lambda: tc(*tin)]
+        t = medians(fns, reps)
+    print(f"| {name} | {t[0] * 1e3:.2f} | {t[1] * 1e3:.2f} | {t[2] * 1e3:.2f} | {t[3] * 1e3:.2f} | "
+          f"{t[4] * 1e3:.2f} | {t[5] * 1e3:.2f} | {t[5] / t[1]:.2f}x | {t[5] / t[2]:.2f}x | {t[5] / t[3]:.2f}x |",
+          flush=True)
+
+
+def template_cases(reps):
+    print("| case | flambeau eager ms | compile blas ms | compile template ms | compile default ms | "
+          "torch eager ms | torch.compile ms | vs torch.compile: blas | template | default |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    template_case("mlp_template: MLP 1024-4096-1024, 512 tokens", mlp,
+                  [(512, 1024), (4096, 1024), (4096,), (1024, 4096), (1024,)], reps)
+    d, f = 512, 1536
+    template_case("llama_template: block d 512, 8 heads, T 128, B 4", llama,
+                  [(4, 128, d), (d,), (d, d), (d, d), (d, d), (d, d), (d,), (f, d), (f, d), (d, f)], reps)
+
+
 def flex_case(reps):
     """create_block_mask + flex_attention, window 256 at S=8192 (1 x 4 heads x 64), with the
     mask_mod written in Python (compiled by create_block_mask) and with the native one."""
@@ -254,6 +318,8 @@ def main():
             model_case(f"MLP train={train}", "mlp", (512, 1024), reps, train)
             model_case(f"block train={train}", "block", (4, 128, 512), reps, train)
         return None
+    if sys.argv[2:] == ["templates"]:
+        return template_cases(reps)
     cpu = subprocess.run(["sh", "-c", "lscpu | sed -n 's/Model name: *//p' | head -1"], capture_output=True,
                          text=True).stdout.strip()
     print(f"CPU: {cpu}, {os.cpu_count()} cores, 2 threads; flambeau.compile backend "
@@ -270,6 +336,8 @@ def main():
         model_case(f"MLP 1024-4096-1024, [512, 1024], {what}", "mlp", (512, 1024), max(5, reps // 3), train)
         model_case(f"Llama-style block d512 h8, [4, 128, 512], {what}", "block", (4, 128, 512), max(5, reps // 3),
                    train)
+    print()
+    template_cases(reps)
     flex_case(reps)
     print()
     score_case(reps)

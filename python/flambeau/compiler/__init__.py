@@ -22,7 +22,10 @@ disk, $FLAMBEAU_CACHE_DIR or ~/.cache/flambeau/compile, in a pool of compile wor
 processes; the rest runs op by op), "eager" (tag "debug": the graph's ops one by one) and
 "aot_eager" (tag "debug": compiled training's forward and backward graphs, op by op). The cpp backend's options: {"target":
 "armv9-a+sve2", "sve_bits": 128 | 256} builds the graph (one fused kernel) with Debian's
-aarch64 cross g++ and runs it under qemu-aarch64 (cross-target testing).
+aarch64 cross g++ and runs it under qemu-aarch64 (cross-target testing); {"gemm_backends":
+["blas", "template"]} (torch's "max_autotune_gemm_backends" too) lists the candidates for a
+GEMM followed by pointwise ops (templates: GEMM + epilogue per cache block, RMSNorm +
+residual), and mode="max-autotune" times them once per pattern, caching the winner on disk.
 """
 import atexit
 import functools
@@ -240,6 +243,8 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
     if disable:
         return model
     name = _backend_name(backend)
+    if mode in ("max-autotune", "max-autotune-no-cudagraphs") and name in ("", "cpp"):
+        options = {"max_autotune": True}  # the cpp backend times its GEMM templates against BLAS
     if name and name not in _cc.list_backends([]):
         raise ValueError(f"[compile] no backend named {name!r} (registered: {', '.join(_cc.list_backends([]))})")
     from flambeau.nn import Module

@@ -16,6 +16,8 @@
 #include "flambeau/compile/build.h"
 #include "flambeau/compile/workers.h"
 #include "flambeau/compile/codegen.h"
+#include "flambeau/compile/fusion.h"
+#include "flambeau/compile/templates.h"
 #include "flambeau/core/error.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
@@ -53,6 +55,10 @@ std::optional<kernels::SimdBinaryOp> binary_of(const std::string& op) {
   return it == ops.end() ? std::nullopt : std::optional(it->second);
 }
 
+bool is_reduction(const std::string& op) { return op == "sum" || op == "mean" || op == "amax" || op == "amin"; }
+
+}  // namespace
+
 bool contiguous(const TensorMeta& m) {
   int64_t expected = 1;
   for (int64_t d = int64_t(m.sizes.size()) - 1; d >= 0; --d) {
@@ -61,13 +67,6 @@ bool contiguous(const TensorMeta& m) {
   }
   return true;
 }
-
-bool is_reduction(const std::string& op) { return op == "sum" || op == "mean" || op == "amax" || op == "amin"; }
-
-// How a tensor operand lines up with the kernel's shape [..., C]: the same shape (Full),
-// one value per row ([..., 1]: Row), or the trailing dimensions of it, broadcast over the
-// leading ones (Trailing, a bias; a one-element tensor is one too).
-enum class Fit : uint8_t { Full, Row, Trailing };
 
 std::optional<Fit> fit(const TensorMeta& m, const Dims& shape) {
   if (m.dtype != kFloat32 || !contiguous(m)) return std::nullopt;
@@ -82,22 +81,6 @@ std::optional<Fit> fit(const TensorMeta& m, const Dims& shape) {
     return Fit::Trailing;
   return std::nullopt;
 }
-
-// An operand of a fused op: a tensor value (how it fits the kernel's shape) or a number.
-struct Operand {
-  int value = -1;  // -1: a number
-  double number = 0;
-  Fit fit = Fit::Full;
-};
-
-// A node the kernel holds: a unary or binary SIMD op, or a sum / mean / amax / amin over
-// the last dimension (keepdim); row: its result is one value per row.
-struct KernelOp {
-  enum Kind : uint8_t { Unary, Binary, Sum, Mean, Max, Min } kind;
-  int node, code = 0;
-  bool row = false;
-  std::vector<Operand> operands;
-};
 
 // The node as an op of a kernel over `shape`, or nothing.
 std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
@@ -159,6 +142,8 @@ std::optional<KernelOp> kernel_op(const Graph& g, int n, const Dims& shape) {
   return op;
 }
 
+namespace {
+
 // The shape a kernel starting at node n would have: a reduction's input's, else the output's.
 std::optional<Dims> start_shape(const Graph& g, int n) {
   const Graph::Node& node = g.nodes[n];
@@ -178,13 +163,24 @@ struct Kernel {
   bool rows = false;
 };
 
-// The plan: steps in order, each a node run through the registry or a kernel.
+// A template step: the index of its match (templates.h).
+struct TemplateStep {
+  int match;
+};
+
+// The plan: steps in order, each a node run through the registry, a kernel or a template.
 struct Plan {
-  std::vector<std::variant<int, Kernel>> steps;
+  std::vector<std::variant<int, Kernel, TemplateStep>> steps;
   int kernels = 0;
 };
 
-Plan plan(const Graph& g) {
+// The plan of g, with the matches of `templates` as template steps (at their last node).
+Plan plan(const Graph& g, const std::vector<templates::Match>& templates = {}) {
+  std::vector<int> taken(g.nodes.size(), -1), ends(g.nodes.size(), -1);  // node -> its match
+  for (size_t i = 0; i < templates.size(); ++i) {
+    for (int n : templates[i].nodes) taken[n] = int(i);
+    ends[*std::max_element(templates[i].nodes.begin(), templates[i].nodes.end())] = int(i);
+  }
   // Where each value is read, by node index (graph outputs read at the end).
   std::vector<std::vector<int>> readers(g.values.size());
   for (size_t n = 0; n < g.nodes.size(); ++n)
@@ -211,7 +207,7 @@ Plan plan(const Graph& g) {
             open->inputs.push_back(o.value);
         const int v = g.nodes[op.node].outputs[0];
         for (int r : readers[v])
-          if (r > last || r < first) {
+          if (r > last || r < first || (r < int(g.nodes.size()) && taken[r] >= 0)) {
             open->outputs.push_back(v);
             break;
           }
@@ -223,6 +219,10 @@ Plan plan(const Graph& g) {
     open.reset();
   };
   for (size_t n = 0; n < g.nodes.size(); ++n) {
+    if (taken[n] >= 0) {  // a template's node: the template runs at its last
+      if (ends[n] >= 0) close(), p.steps.emplace_back(TemplateStep{ends[n]});
+      continue;
+    }
     if (open) {
       if (auto op = kernel_op(g, int(n), open->shape)) {
         open->ops.push_back(std::move(*op));
@@ -637,10 +637,13 @@ std::string generated_source(const Graph& g) {
 CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs) {
   std::string target = "native";
   int sve_bits = 128;
+  templates::Options unused;
   for (const auto& [key, value] : backend_options()) {
     if (key == "target") target = value;
     else if (key == "sve_bits") sve_bits = std::atoi(value.c_str());
-    else throw ValueError("[compile] the cpp backend has no option '" + key + "' (options: target, sve_bits)");
+    else if (!templates::parse_option(key, value, unused))
+      throw ValueError("[compile] the cpp backend has no option '" + key +
+                       "' (options: target, sve_bits, gemm_backends, max_autotune_gemm_backends, max_autotune, mode)");
   }
   FLB_CHECK(target == "native" || target == "armv9-a+sve2", ValueError, "[compile] unknown target '", target,
             "' (native or armv9-a+sve2)");
@@ -656,20 +659,28 @@ CompiledFn cpp_backend(const Graph& g, const std::vector<Tensor>& example_inputs
 
 namespace {
 
-CompiledFn native_backend(const Graph& g, const std::vector<Tensor>&) {
-  auto p = std::make_shared<Plan>(plan(g));
-  if (p->kernels == 0) return run_eagerly(g);
-  const std::vector<Library> libs = load_libraries(sources_of(g, *p));
+CompiledFn native_backend(const Graph& g, const std::vector<Tensor>& example_inputs) {
+  templates::Options options;
+  for (const auto& [key, value] : backend_options()) templates::parse_option(key, value, options);
+  auto matches = std::make_shared<const std::vector<templates::Match>>(
+      templates::choose(g, templates::match(g), example_inputs, options));
+  auto p = std::make_shared<Plan>(plan(g, *matches));
+  if (p->kernels == 0 && matches->empty()) return run_eagerly(g);
+  const std::vector<Library> libs = p->kernels ? load_libraries(sources_of(g, *p)) : std::vector<Library>{};
   auto fns = std::make_shared<std::vector<void (*)(const KernelArgs*)>>();
   for (int i = 0; i < p->kernels; ++i)
     fns->push_back(reinterpret_cast<void (*)(const KernelArgs*)>(
         libs[source_of_kernel(i, p->kernels, int(libs.size()))].symbol("flb_kernel_" + std::to_string(i))));
-  return [g, p, fns](const std::vector<Tensor>& inputs) {
+  return [g, p, fns, matches](const std::vector<Tensor>& inputs) {
     std::vector<Tensor> env = bind(g, inputs);
     int k = 0;
     for (const auto& step : p->steps) {
       if (const int* n = std::get_if<int>(&step)) {
         run_node(g.nodes[*n], env);
+        continue;
+      }
+      if (const auto* t = std::get_if<TemplateStep>(&step)) {
+        templates::run(g, (*matches)[t->match], env);
         continue;
       }
       const Kernel& kern = std::get<Kernel>(step);

@@ -10,6 +10,10 @@
 // pointers), so its results are bitwise equal to eager's and do not depend on the thread
 // count. Only values used after the chain are written to memory.
 //
+// Templates (templates.h): a GEMM followed by pointwise ops on its output, and a residual add
+// read by rms_norm, may run as one template step instead (options gemm_backends,
+// max_autotune / mode).
+//
 // Each kernel of a graph is a source of its own, built and cached by build.h; the kernels of
 // a graph build in parallel in the compile workers (workers.h). A graph that needs gradients
 // (grad mode on and an input or constant requiring grad) is compiled for training (aot.h):
