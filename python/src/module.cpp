@@ -118,4 +118,5 @@ NB_MODULE(_C, m) {
   bind_flex(m);
   bind_distributed(m);
   bind_compile(m);
+  bind_telemetry(m);
 }

@@ -1,2 +1,3 @@
-"""flambeau.utils: checkpoint (as torch.utils.checkpoint)."""
+"""flambeau.utils: checkpoint (as torch.utils.checkpoint); collect_env (python -m
+flambeau.utils.collect_env)."""
 from . import checkpoint  # noqa: F401
