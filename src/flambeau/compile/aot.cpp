@@ -25,8 +25,8 @@ bool needs_grad(const Graph& g, const std::vector<Tensor>& inputs) {
 namespace {
 
 // Ops whose backward runs kernels the op hook does not report (the fused norms' row
-// statistics, attention's logsumexp): in the joint trace they run as the public ops they are
-// made of, so that their backward is made of ops too.
+// statistics, attention's logsumexp): in the joint trace they run as the ops they are made
+// of (their kernels' forward and backward ops), so that their backward is an op too.
 using Decomposition = std::function<Tensor(const std::vector<op_hook::Value>& args)>;
 std::optional<Tensor> optional_tensor(const op_hook::Value& v) {
   if (auto* t = std::get_if<Tensor>(&v); t && t->defined()) return *t;

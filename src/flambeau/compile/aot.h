@@ -6,9 +6,10 @@
 //             the outputs, then the saved values (what the backward reads of the forward);
 //   backward: the saved values, then one gradient per floating output ->
 //             the gradients of the inputs and parameters that get one.
-// Ops whose backward runs kernels the op hook does not see run in the joint trace as the
-// public ops they are made of (decompositions): rms_norm and layer_norm (the same maths,
-// their own bits), scaled_dot_product_attention (its fused kernel's two halves, the same bits). Both graphs are compiled by a backend (under no_grad), and
+// Ops whose backward runs kernels the op hook does not see run in the joint trace as the ops
+// they are made of (decompositions): rms_norm, layer_norm and scaled_dot_product_attention as
+// their fused kernels' two halves (a forward op returning what its backward op reads): the
+// same bits. Both graphs are compiled by a backend (under no_grad), and
 // the compiled forward's outputs get one autograd node that runs the compiled backward.
 // Saving policy: the forward saves exactly the
 // values the backward's ops read (inputs and parameters included, which cost nothing); what

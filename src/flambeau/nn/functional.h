@@ -25,12 +25,21 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const std::opti
 // defaults to the machine epsilon of x's dtype (as torch).
 Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight = {},
                 std::optional<double> eps = {});
-// The same two written with public ops (no fused kernel, so the same maths in other bits):
-// what compiled training traces (compile/aot.h), so that their backward is made of ops too.
+// The same two calling their fused kernel's ops themselves (the op hook reports them when
+// called outside any op: what compiled training traces, compile/aot.h, so the backward is an
+// op): the same bits.
 Tensor layer_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
                              const std::optional<Tensor>& bias, double eps);
 Tensor rms_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
                            std::optional<double> eps);
+// The fused kernel: {out, mean, rstd} (row statistics [rows] in the compute dtype: float64
+// for float64, else float32; rms: mean unused), and its backward from them: the gradients of
+// x, weight and bias that are asked for, in that order.
+std::vector<Tensor> fused_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                               const std::optional<Tensor>& bias, double eps, bool rms);
+std::vector<Tensor> fused_norm_backward(const Tensor& grad_out, const Tensor& x, const Dims& normalized_shape,
+                                        const std::optional<Tensor>& weight, const Tensor& mean, const Tensor& rstd,
+                                        bool rms, bool need_input, bool need_weight, bool need_bias);
 
 // ---- dropout, linear ------------------------------------------------------------------------
 // Zeroes each element with probability p and scales the others by 1 / (1 - p) while

@@ -102,15 +102,26 @@ void visit_compute(DType ct, F&& f) {
   else f.template operator()<float>();
 }
 
-Tensor fused_norm(const char* op, const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-            const std::optional<Tensor>& bias, double eps, bool rms) {
+DType compute_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
+
+}  // namespace
+
+// The fused kernels as two ops (torch's native_layer_norm and its backward): the forward
+// returns the row statistics its backward reads, so a traced program (compiled training)
+// sees every tensor the backward uses.
+FLB_OP(fused_norm,
+       (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+        const std::optional<Tensor>& bias, double eps, bool rms),
+       (x, normalized_shape, weight, bias, eps, rms), std::vector<Tensor>) {
+  const char* op = rms ? "rms_norm" : "layer_norm";
   const NormShape s = check_norm_args(op, x, normalized_shape, weight, bias);
-  const DType ct = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
-  Tensor xc, wc, bc, out;
+  const DType ct = compute_dtype(x);
+  Tensor out;
   Tensor mean = empty({s.rows}, ct), rstd = empty({s.rows}, ct);
   {
     autograd::NoGradGuard no_grad;
-    xc = x.to(ct).contiguous();
+    const Tensor xc = x.to(ct).contiguous();
+    Tensor wc, bc;
     if (weight) wc = weight->to(ct).contiguous();
     if (bias) bc = bias->to(ct).contiguous();
     Tensor y = empty(x.sizes(), ct);
@@ -124,21 +135,45 @@ Tensor fused_norm(const char* op, const Tensor& x, const Dims& normalized_shape,
              need_b = bias && autograd::requires_grad(*bias);
   const Tensor* w_in = weight ? &*weight : nullptr;
   const Tensor* b_in = bias ? &*bias : nullptr;
-  autograd::record(rms ? "FusedRmsNormBackward0" : "NativeLayerNormBackward0", {&out}, {&x, w_in, b_in}, {xc, wc, mean, rstd},
-                   [s, rms, ct, need_x, need_w, need_b, x_shape = x.sizes(), w_shape = normalized_shape](
-                       const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
-                     const Tensor dy = grads[0].to(ct).contiguous();
-                     Tensor dx = need_x ? empty(x_shape, ct) : Tensor(), dw = need_w ? empty(w_shape, ct) : Tensor(),
-                            db = need_b ? empty(w_shape, ct) : Tensor();
-                     visit_compute(ct, [&]<class T>() {
-                       backward_rows<T>(saved[0].data<T>(), dy.data<T>(), ptr_or_null<T>(saved[1]),
-                                        saved[2].data<T>(), saved[3].data<T>(), s, rms, mut_ptr_or_null<T>(dx),
-                                        mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db));
-                     });
-                     return std::vector<Tensor>{dx, dw, db};
+  autograd::record(rms ? "FusedRmsNormBackward0" : "NativeLayerNormBackward0", {&out}, {&x, w_in, b_in},
+                   {x, weight.value_or(Tensor()), mean, rstd},
+                   [normalized_shape, rms, need_x, need_w, need_b](const std::vector<Tensor>& grads,
+                                                                   const std::vector<Tensor>& saved) {
+                     const std::optional<Tensor> w = saved[1].defined() ? std::optional(saved[1]) : std::nullopt;
+                     std::vector<Tensor> got = fused_norm_backward(grads[0], saved[0], normalized_shape, w, saved[2],
+                                                                   saved[3], rms, need_x, need_w, need_b);
+                     std::vector<Tensor> out(3);  // dx, dw, db: the ones asked for, in order
+                     size_t k = 0;
+                     for (size_t i = 0; i < 3; ++i)
+                       if ((i == 0 && need_x) || (i == 1 && need_w) || (i == 2 && need_b)) out[i] = got[k++];
+                     return out;
                    });
+  return {out, mean, rstd};
+}
+
+FLB_OP(fused_norm_backward,
+       (const Tensor& grad_out, const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+        const Tensor& mean, const Tensor& rstd, bool rms, bool need_input, bool need_weight, bool need_bias),
+       (grad_out, x, normalized_shape, weight, mean, rstd, rms, need_input, need_weight, need_bias),
+       std::vector<Tensor>) {
+  const NormShape s = check_norm_args(rms ? "rms_norm" : "layer_norm", x, normalized_shape, weight, {});
+  const DType ct = compute_dtype(x);
+  const Tensor xc = x.to(ct).contiguous(), dy = grad_out.to(ct).contiguous();
+  const Tensor wc = weight ? weight->to(ct).contiguous() : Tensor();
+  const Tensor mc = mean.contiguous(), rc = rstd.contiguous();
+  Tensor dx = need_input ? empty(x.sizes(), ct) : Tensor(), dw = need_weight ? empty(normalized_shape, ct) : Tensor(),
+         db = need_bias ? empty(normalized_shape, ct) : Tensor();
+  visit_compute(ct, [&]<class T>() {
+    backward_rows<T>(xc.data<T>(), dy.data<T>(), ptr_or_null<T>(wc), mc.data<T>(), rc.data<T>(), s, rms,
+                     mut_ptr_or_null<T>(dx), mut_ptr_or_null<T>(dw), mut_ptr_or_null<T>(db));
+  });
+  std::vector<Tensor> out;
+  for (const Tensor& t : {dx, dw, db})
+    if (t.defined()) out.push_back(t);
   return out;
 }
+
+namespace {
 
 double machine_epsilon(DType dt) {
   switch (dt) {
@@ -155,47 +190,24 @@ FLB_OP(layer_norm,
        (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
         const std::optional<Tensor>& bias, double eps),
        (x, normalized_shape, weight, bias, eps), Tensor) {
-  return fused_norm("layer_norm", x, normalized_shape, weight, bias, eps, false);
+  return fused_norm(x, normalized_shape, weight, bias, eps, false)[0];
 }
 
 FLB_OP(rms_norm,
        (const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
         std::optional<double> eps),
        (x, normalized_shape, weight, eps), Tensor) {
-  return fused_norm("rms_norm", x, normalized_shape, weight, {}, eps.value_or(machine_epsilon(x.dtype())), true);
+  return fused_norm(x, normalized_shape, weight, {}, eps.value_or(machine_epsilon(x.dtype())), true)[0];
 }
-
-namespace {
-// The normalized dims (the last n) and the compute dtype of x, as the fused kernels use.
-Dims last_dims(const Dims& normalized_shape) {
-  Dims dims;
-  for (size_t i = 0; i < normalized_shape.size(); ++i) dims.push_back(-1 - int64_t(i));
-  return dims;
-}
-DType compute_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
-}  // namespace
 
 Tensor layer_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
                              const std::optional<Tensor>& bias, double eps) {
-  (void)check_norm_args("layer_norm", x, normalized_shape, weight, bias);
-  const DType ct = compute_dtype(x);
-  const Dims dims = last_dims(normalized_shape);
-  const Tensor xc = x.to(ct);
-  const Tensor centred = xc - xc.mean(dims, true);
-  Tensor y = centred * rsqrt((centred * centred).mean(dims, true) + eps);
-  if (weight) y = y * weight->to(ct);
-  if (bias) y = y + bias->to(ct);
-  return y.to(x.dtype());
+  return fused_norm(x, normalized_shape, weight, bias, eps, false)[0];
 }
 
 Tensor rms_norm_decomposed(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
                            std::optional<double> eps) {
-  (void)check_norm_args("rms_norm", x, normalized_shape, weight, {});
-  const DType ct = compute_dtype(x);
-  const Tensor xc = x.to(ct);
-  Tensor y = xc * rsqrt((xc * xc).mean(last_dims(normalized_shape), true) + eps.value_or(machine_epsilon(x.dtype())));
-  if (weight) y = y * weight->to(ct);
-  return y.to(x.dtype());
+  return fused_norm(x, normalized_shape, weight, {}, eps.value_or(machine_epsilon(x.dtype())), true)[0];
 }
 
 }  // namespace flambeau::nn::functional

@@ -71,7 +71,7 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
 }
 
 // Ops the op hook reports that are not in the schema table (methods Python binds by hand:
-// the *sizes forms, the in-place forms; the fused attention kernel's two halves): boxed too,
+// the *sizes forms, the in-place forms; the fused attention and norm kernels' two halves): boxed too,
 // so that recorded programs replay them.
 Tensor view(const Tensor& t, const Dims& size) { return t.view(size); }
 Tensor expand(const Tensor& t, const Dims& size) { return t.expand(size); }
@@ -139,13 +139,19 @@ std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {
                    "bool is_causal, float scale) -> Tensor[]"),
       parse_schema("scaled_dot_product_flash_attention_backward(Tensor grad_out, Tensor query, Tensor key, "
                    "Tensor value, Tensor out, Tensor logsumexp, Tensor? attn_mask, bool is_causal, float scale) "
+                   "-> Tensor[]"),
+      parse_schema("fused_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps, "
+                   "bool rms) -> Tensor[]"),
+      parse_schema("fused_norm_backward(Tensor grad_out, Tensor input, int[] normalized_shape, Tensor? weight, "
+                   "Tensor mean, Tensor rstd, bool rms, bool need_input, bool need_weight, bool need_bias) "
                    "-> Tensor[]")};
   const std::vector<BoxedKernel> method_kernels{
       box(&adapt::view),    box(&adapt::expand),     box(&adapt::broadcast_to), box(&adapt::to),
       box(&adapt::slice),   box(&adapt::add_),       box(&adapt::sub_),         box(&adapt::mul_),
       box(&adapt::div_),    box(&adapt::index_add_), box(&adapt::index_copy_),  box(&adapt::scatter_),
       box(&adapt::scatter_add_), box(&adapt::masked_fill_), box(&nn::scaled_dot_product_flash_attention),
-      box(&nn::scaled_dot_product_flash_attention_backward)};
+      box(&nn::scaled_dot_product_flash_attention_backward), box(&nn::functional::fused_norm),
+      box(&nn::functional::fused_norm_backward)};
   for (size_t i = 0; i < methods.size(); ++i) out.emplace_back(&methods[i], method_kernels[i]);
   return out;
 }
