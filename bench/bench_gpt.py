@@ -2,8 +2,8 @@
 2 threads, in one run: training tokens/s of the main job's config (examples/gpt/fortunes.conf),
 on random tokens with one document per row (PyTorch's SDPA takes its causal fast path) and
 on the main job's own batches (packed fortunes with document masks; PyTorch's SDPA takes
-the dense bool mask), PyTorch eager and, if it
-works here, torch.compile; then the step time of a GPT-2 124M-sized configuration (12
+the dense bool mask), flambeau eager and --compile, PyTorch eager and, if it works here,
+torch.compile; then the step time of a GPT-2 124M-sized configuration (12
 layers, d_model 768, 12 heads, vocabulary 50257; B=4, T=64) with its GFLOP/s next to the
 machine's float32 GEMM rate (torch.mm 2048^3, 2 threads).
 
@@ -35,8 +35,9 @@ DEFAULT = dict(vocab_size=256, n_layer=4, n_head=4, d_model=256, seq_len=256, wi
 DEFAULT.update({k: v for k, v in _conf.items() if k in DEFAULT})
 
 
-def flambeau_step(cfg, steps, fortunes=False, dtype="fp32"):
+def flambeau_step(cfg, steps, fortunes=False, dtype="fp32", compiled=False):
     args = [GPT, "bench", "--steps", str(steps), "--threads", "2", "--dtype", dtype] + (["--fortunes"] if fortunes else [])
+    args += ["--compile"] if compiled else []
     for k in ("vocab_size", "n_layer", "n_head", "d_model", "seq_len", "batch_size", "z_loss"):
         args += [f"--{k}", str(cfg[k])]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -107,53 +108,48 @@ def timeit_once(f):
     return time.perf_counter() - t0
 
 
-def main(steps=5, rounds=2):
-    torch.set_num_threads(2)
+def main_job_row(name, steps, rounds, batch=None):
+    """flambeau eager and --compile, PyTorch eager (alternating rounds, medians), then torch.compile."""
     tokens = DEFAULT["batch_size"] * DEFAULT["seq_len"]
-    eager = torch_stepper(DEFAULT)
-    fl_t, th_t = [], []
+    eager = torch_stepper(DEFAULT, batch=batch)
+    fl_t, flc_t, th_t = [], [], []
     for _ in range(rounds):
         th_t.append(torch_step(eager, steps))
-        fl_t.append(flambeau_step(DEFAULT, steps))
-    fl, th = statistics.median(fl_t), statistics.median(th_t)
+        fl_t.append(flambeau_step(DEFAULT, steps, fortunes=batch is not None))
+        flc_t.append(flambeau_step(DEFAULT, steps, fortunes=batch is not None, compiled=True))
+    fl, flc, th = statistics.median(fl_t), statistics.median(flc_t), statistics.median(th_t)
     try:
-        comp = torch_step(torch_stepper(DEFAULT, compiled=True), steps)
-        comp_text = f"{tokens / comp:.0f} tok/s ({comp * 1e3:.0f} ms/step)"
+        comp = torch_step(torch_stepper(DEFAULT, compiled=True, batch=batch), steps)
+        comp_text, vs_comp = f"{tokens / comp:.0f} tok/s ({comp * 1e3:.0f} ms/step)", f"{comp / flc:.2f}x"
     except Exception as e:  # noqa: BLE001 - report why compile is unavailable
-        comp, comp_text = None, f"n/a ({type(e).__name__})"
+        comp_text, vs_comp = f"n/a ({type(e).__name__})", ""
+    rate = lambda t: f"{tokens / t:.0f} tok/s ({t * 1e3:.0f} ms/step)"  # noqa: E731
+    print(f"| {name} | {rate(fl)} | {rate(flc)} | {rate(th)} | {comp_text} | {th / fl:.2f}x | {vs_comp} |")
+
+
+def main(steps=5, rounds=2):
+    torch.set_num_threads(2)
     print(f"threads 2; default config {DEFAULT}; {steps} steps x {rounds} rounds, medians")
-    print("| case | flambeau | PyTorch eager | torch.compile | ratio (eager / flambeau) |")
-    print("|---|---|---|---|---|")
-    print(f"| train tokens/s, main-job config (B={DEFAULT['batch_size']}, T={DEFAULT['seq_len']}) | {tokens / fl:.0f} tok/s ({fl * 1e3:.0f} ms/step) | "
-          f"{tokens / th:.0f} tok/s ({th * 1e3:.0f} ms/step) | {comp_text} | {th / fl:.2f}x |")
+    print("| case | flambeau | flambeau --compile | PyTorch eager | torch.compile | PyTorch eager / flambeau | "
+          "torch.compile / flambeau --compile |")
+    print("|---|---|---|---|---|---|---|")
+    main_job_row(f"train tokens/s, main-job config (B={DEFAULT['batch_size']}, T={DEFAULT['seq_len']})", steps, rounds)
     batch = fortunes_batch(DEFAULT)
     docs_per_row = float((batch[2].diff(dim=1) != 0).sum(1).float().mean() + 1)
-    eager_f = torch_stepper(DEFAULT, batch=batch)
-    fl_t, th_t = [], []
-    for _ in range(rounds):
-        th_t.append(torch_step(eager_f, steps))
-        fl_t.append(flambeau_step(DEFAULT, steps, fortunes=True))
-    flf, thf = statistics.median(fl_t), statistics.median(th_t)
-    try:
-        compf = torch_step(torch_stepper(DEFAULT, compiled=True, batch=batch), steps)
-        compf_text = f"{tokens / compf:.0f} tok/s ({compf * 1e3:.0f} ms/step)"
-    except Exception as e:  # noqa: BLE001 - report why compile is unavailable
-        compf_text = f"n/a ({type(e).__name__})"
-    print(f"| same, on the main job's batches (packed fortunes, {docs_per_row:.1f} documents per row: document "
-          f"masks; PyTorch SDPA with the bool mask) | {tokens / flf:.0f} tok/s ({flf * 1e3:.0f} ms/step) | "
-          f"{tokens / thf:.0f} tok/s ({thf * 1e3:.0f} ms/step) | {compf_text} | {thf / flf:.2f}x |")
+    main_job_row(f"same, on the main job's batches (packed fortunes, {docs_per_row:.1f} documents per row: document "
+                 "masks; PyTorch SDPA with the bool mask)", steps, rounds, batch)
     big = dict(DEFAULT, vocab_size=50257, n_layer=12, n_head=12, d_model=768, seq_len=64, batch_size=4)
     fl_big = flambeau_step(big, max(2, steps // 2))
     th_big = torch_step(torch_stepper(big), max(2, steps // 2))
     peak = gemm_gflops()
     f = flops(big)
     print(f"| GPT-2 124M-sized step (B=4, T=64) | {fl_big * 1e3:.0f} ms, {f / fl_big / 1e9:.1f} GFLOP/s | "
-          f"{th_big * 1e3:.0f} ms, {f / th_big / 1e9:.1f} GFLOP/s | | {th_big / fl_big:.2f}x |")
+          f"| {th_big * 1e3:.0f} ms, {f / th_big / 1e9:.1f} GFLOP/s | | {th_big / fl_big:.2f}x | |")
     fl_bf16 = flambeau_step(big, max(2, steps // 2), dtype="bf16")
     th_bf16 = torch_step(torch_stepper(big, autocast=True), max(2, steps // 2))
     print(f"| same, bf16 (flambeau --dtype bf16: bf16 GEMM operands, fp32 master weights; PyTorch eager under "
           f"torch.autocast(bfloat16)) | {fl_bf16 * 1e3:.0f} ms ({fl_big / fl_bf16:.2f}x flambeau's fp32) | "
-          f"{th_bf16 * 1e3:.0f} ms | | {th_bf16 / fl_bf16:.2f}x |")
+          f"| {th_bf16 * 1e3:.0f} ms | | {th_bf16 / fl_bf16:.2f}x | |")
     print(f"machine: torch.mm 2048^3 float32 on 2 threads = {peak:.1f} GFLOP/s (the practical peak)")
 
 

@@ -186,6 +186,7 @@ void Config::validate() const {
   need(threads >= 0, "threads must be >= 0");
   need(dtype == "fp32" || dtype == "bf16", "dtype must be fp32 or bf16");
   need(parallel == "none" || parallel == "ddp" || parallel == "fsdp", "parallel must be none, ddp or fsdp");
+  need(!compile || parallel == "none", "--compile runs single-process only (parallel = none, not " + parallel + ")");
   need(fsdp_reduce_scatter == "shared" || fsdp_reduce_scatter == "separate",
        "fsdp_reduce_scatter must be shared or separate");
   need(temperature >= 0 && top_p > 0 && top_p <= 1 && top_k >= 0, "temperature >= 0, top_p in (0, 1], top_k >= 0");

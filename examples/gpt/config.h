@@ -36,6 +36,8 @@ struct Config {
   int64_t num_samples = 4, max_new_tokens = 400, top_k = 0;
   double temperature = 0.8, top_p = 0.95;
   std::string prompt;
+  // --compile: the blocks run compiled (Gpt::compile); not stored.
+  bool compile = false;
 
   int64_t head_dim() const { return d_model / n_head; }
   int64_t mlp_hidden() const { return (d_model * 8 / 3 + 63) / 64 * 64; }  // SwiGLU, rounded to 64

@@ -6,6 +6,7 @@
 //   flambeau-gpt grads  --out FILE [--key value ...]   (loss and gradients of one batch)
 //   flambeau-gpt bench  [--fortunes] [--key value ...] (training step time; --fortunes: on the
 //                                                      first training batch, packed documents)
+//   add --compile to train, eval, sample or bench to run the blocks compiled (flambeau::compile)
 //   flambeau-gpt --help                                 (every option and setting, with defaults)
 //
 // Settings (see config.h) come from the defaults, then a resumed checkpoint, then the
@@ -26,7 +27,7 @@ namespace {
 
 const char* kUsage =
     "usage: flambeau-gpt {train|eval|sample|grads|bench} [--config FILE] [--resume | --auto-resume] [--checkpoint PATH] "
-    "[--out FILE] [--fortunes] [--<setting> VALUE ...]\n";
+    "[--out FILE] [--fortunes] [--compile] [--<setting> VALUE ...]\n";
 
 void help() {
   std::printf(
@@ -46,6 +47,8 @@ void help() {
       "  --checkpoint PATH  checkpoint to resume, evaluate or sample (default <out_dir>/ckpt.safetensors)\n"
       "  --out FILE         grads: the safetensors file to write\n"
       "  --fortunes         bench: time the first training batch (packed fortunes), not random tokens\n"
+      "  --compile          train, eval, sample, bench: the blocks run compiled (flambeau::compile, cpp\n"
+      "                     backend; the forward and its backward); single-process only\n"
       "  -h, --help         this help\n\n"
       "settings, --<name> VALUE (shown with their defaults; applied in order: defaults, a resumed\n"
       "checkpoint, the --config file, the command line):\n%s",
@@ -71,13 +74,14 @@ int main(int argc, char** argv) {
   }
   try {
     std::string config_file, checkpoint, out;
-    bool resume = false, auto_resume = false, fortunes = false;
+    bool resume = false, auto_resume = false, fortunes = false, compile = false;
     std::vector<std::pair<std::string, std::string>> options;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
       if (a == "--resume") { resume = true; continue; }
       if (a == "--auto-resume") { auto_resume = true; continue; }
       if (a == "--fortunes") { fortunes = true; continue; }
+      if (a == "--compile") { compile = true; continue; }
       if (is_help(a)) {
         help();
         return 0;
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
     auto apply = [&] {
       if (!config_file.empty()) gpt::read_config_file(c, config_file);
       for (const auto& [k, v] : options) gpt::set_option(c, k, v);
+      c.compile = compile;
     };
     apply();  // out_dir may come from here
     if (checkpoint.empty()) checkpoint = c.out_dir + "/ckpt.safetensors";

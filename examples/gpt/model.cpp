@@ -2,9 +2,11 @@
 #include "model.h"
 
 #include <cmath>
+#include <mutex>
 
 #include "flambeau/autograd/function.h"
 #include "flambeau/autograd/node.h"
+#include "flambeau/compile/compile.h"
 #include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/gemm16.h"
@@ -12,6 +14,7 @@
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/init.h"
 #include "flambeau/ops/ops.h"
+#include "flambeau/ops/registry.h"
 
 namespace gpt {
 using namespace flambeau;
@@ -57,6 +60,7 @@ Block::Block(const Config& c, Tensor cos, Tensor sin)
 
 Gpt::Gpt(const Config& c) : Module("Gpt"), config(c) {
   c.validate();
+  register_ops();
   std::tie(cos_, sin_) = rope_tables(c);
   wte = register_module("wte", std::make_shared<nn::Embedding>(c.vocab_size, c.d_model));
   auto list = register_module("blocks", std::make_shared<nn::ModuleList>());
@@ -152,33 +156,52 @@ std::pair<Tensor, Tensor> stacked(const Tensor& h, const std::vector<const Tenso
   return {h.detach().reshape({-1, h.size(-1)}).to(dt).contiguous(), w.to(dt).contiguous()};
 }
 
-// The backward of y = h2 @ w^T for stacked(): dh in h's shape, then each weight's rows of dw.
-std::vector<Tensor> stacked_grads(const Tensor& dy_in, const Tensor& h2, const Tensor& w, const Dims& h_shape,
-                                  int64_t parts) {
+// The backward of y = h2 @ w^T for stacked(h, weights): dh in h's shape, then each weight's
+// rows of dw.
+std::vector<Tensor> stacked_grads(const Tensor& dy_in, const Tensor& h, const std::vector<const Tensor*>& weights,
+                                  DType dt) {
+  const auto [h2, w] = stacked(h, weights, dt);
   const Tensor dy = dy_in.to(h2.dtype());
   const Tensor dw = gemm(dy.t(), h2);
-  std::vector<Tensor> grads{gemm(dy, w).reshape(h_shape)};
-  const int64_t rows = w.size(0) / parts;
-  for (int64_t i = 0; i < parts; ++i) grads.push_back(dw.narrow(0, i * rows, rows));
+  std::vector<Tensor> grads{gemm(dy, w).reshape(h.sizes())};
+  const int64_t rows = w.size(0) / int64_t(weights.size());
+  for (size_t i = 0; i < weights.size(); ++i) grads.push_back(dw.narrow(0, int64_t(i) * rows, rows));
   return grads;
 }
 
-// x @ weight^T with the GEMM in `dt` (float32: nn::Linear's own path).
-Tensor linear16(const Tensor& x, nn::Linear& layer, DType dt) {
-  const auto [x2, w] = stacked(x, {&layer.weight}, dt);
+}  // namespace
+
+// Note [The GPT's ops]
+// The model's fused steps are ops of their own ("gpt::..." in the op registry, register_ops
+// below), each with its backward as a second op that reads only the forward's inputs and
+// outputs. So the op hook sees every tensor a backward uses, and flambeau.compile traces
+// the blocks' forward and backward (--compile). The backward ops re-make the stacked GEMM
+// operands from the inputs (a copy of the weights, small next to the GEMMs).
+
+// x @ weight^T with the GEMM in `dt` (bfloat16: gemm16; float32 is nn::Linear's own path).
+FLB_OP_NAMED("gpt::linear16", linear16, (const Tensor& x, const Tensor& weight, DType dt), (x, weight, dt), Tensor) {
+  const auto [x2, w] = stacked(x, {&weight}, dt);
   Dims shape = x.sizes();
   shape.back() = w.size(0);
   Tensor y = gemm(x2, w.t()).reshape(shape);
-  autograd::record("Linear16Backward", {&y}, {&x, &layer.weight}, {x2, w},
-                   [x_shape = x.sizes()](const std::vector<Tensor>& g, const std::vector<Tensor>& saved) {
-                     return stacked_grads(g[0].reshape({-1, saved[1].size(0)}), saved[0], saved[1], x_shape, 1);
+  autograd::record("Linear16Backward", {&y}, {&x, &weight}, {x, weight},
+                   [dt](const std::vector<Tensor>& g, const std::vector<Tensor>& saved) {
+                     return linear16_backward(g[0], saved[0], saved[1], dt);
                    });
   return y;
 }
 
+FLB_OP_NAMED("gpt::linear16_backward", linear16_backward,
+             (const Tensor& grad, const Tensor& x, const Tensor& weight, DType dt), (grad, x, weight, dt),
+             std::vector<Tensor>) {
+  return stacked_grads(grad.reshape({-1, weight.size(0)}), x, {&weight}, dt);
+}
+
+namespace {
+
 Tensor linear(const Tensor& x, nn::Linear& layer, DType dt) {
   if (dt == kFloat32) return layer(x);
-  return op_hook::op("gpt::linear16", x, layer.weight, dt)([&] { return linear16(x, layer, dt); });
+  return linear16(x, layer.weight, dt);
 }
 
 // SwiGLU's silu(h W_gate^T) * (h W_up^T): one GEMM against the stacked weights, then one
@@ -197,9 +220,13 @@ void over_gate_chunks(const float* gu, int64_t rows, int64_t hid, const F& f) {
   });
 }
 
-Tensor swiglu_body(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt) {
+}  // namespace
+
+// {y, gu}: the product and the GEMM's result [N, 2 hid] (gate, then up) its backward reads.
+FLB_OP_NAMED("gpt::swiglu", swiglu_op, (const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt),
+             (h, w_gate, w_up, dt), std::vector<Tensor>) {
   const auto [h2, w] = stacked(h, {&w_gate, &w_up}, dt);
-  const Tensor gu = gemm(h2, w.t());  // [N, 2 hid]: gate, then up
+  const Tensor gu = gemm(h2, w.t());
   const int64_t N = gu.size(0), hid = w_gate.size(0);
   Dims y_shape = h.sizes();
   y_shape.back() = hid;
@@ -210,74 +237,104 @@ Tensor swiglu_body(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DT
     const float *gr = g + n * 2 * hid + i, *ur = gr + hid;
     for (int64_t j = 0; j < m; ++j) yp[n * hid + i + j] = gr[j] * s[j] * ur[j];
   });
-  autograd::record("SwiGLUBackward", {&y}, {&h, &w_gate, &w_up}, {h2, w, gu},
-                   [N, hid, h_shape = h.sizes()](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
-                     const Tensor dy = grads[0].contiguous();
-                     Tensor dgu = empty({N, 2 * hid}, kFloat32);
-                     const float *g = saved[2].data<float>(), *dyp = dy.data<float>();
-                     float* d = dgu.data<float>();
-                     over_gate_chunks(g, N, hid, [&](int64_t n, int64_t i, int64_t m, const float* s) {
-                       const float *gr = g + n * 2 * hid + i, *ur = gr + hid, *dr = dyp + n * hid + i;
-                       float *dg = d + n * 2 * hid + i, *du = dg + hid;
-                       for (int64_t j = 0; j < m; ++j) {
-                         dg[j] = dr[j] * ur[j] * (s[j] * (1.f + gr[j] * (1.f - s[j])));
-                         du[j] = dr[j] * (gr[j] * s[j]);
-                       }
-                     });
-                     return stacked_grads(dgu, saved[0], saved[1], h_shape, 2);
+  autograd::record("SwiGLUBackward", {&y}, {&h, &w_gate, &w_up}, {h, w_gate, w_up, gu},
+                   [dt](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
+                     return swiglu_backward(grads[0], saved[0], saved[1], saved[2], saved[3], dt);
                    });
-  return y;
+  return {y, gu};
 }
 
-Tensor swiglu(const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt) {
-  return op_hook::op("gpt::swiglu", h, w_gate, w_up, dt)([&] { return swiglu_body(h, w_gate, w_up, dt); });
+FLB_OP_NAMED("gpt::swiglu_backward", swiglu_backward,
+             (const Tensor& grad, const Tensor& h, const Tensor& w_gate, const Tensor& w_up, const Tensor& gu_in,
+              DType dt),
+             (grad, h, w_gate, w_up, gu_in, dt), std::vector<Tensor>) {
+  const Tensor dy = grad.contiguous(), gu = gu_in.contiguous();
+  const int64_t N = gu.size(0), hid = w_gate.size(0);
+  Tensor dgu = empty({N, 2 * hid}, kFloat32);
+  const float *g = gu.data<float>(), *dyp = dy.data<float>();
+  float* d = dgu.data<float>();
+  over_gate_chunks(g, N, hid, [&](int64_t n, int64_t i, int64_t m, const float* s) {
+    const float *gr = g + n * 2 * hid + i, *ur = gr + hid, *dr = dyp + n * hid + i;
+    float *dg = d + n * 2 * hid + i, *du = dg + hid;
+    for (int64_t j = 0; j < m; ++j) {
+      dg[j] = dr[j] * ur[j] * (s[j] * (1.f + gr[j] * (1.f - s[j])));
+      du[j] = dr[j] * (gr[j] * s[j]);
+    }
+  });
+  return stacked_grads(dgu, h, {&w_gate, &w_up}, dt);
 }
-
-}  // namespace
 
 // q, k, v heads [B, H, T, D] (contiguous) of h [B, T, d] at positions pos0..: one GEMM
-// against the stacked weights [3d, d], RoPE applied to q and k while the rows are laid out
-// by head. The backward lays the head gradients back out (rotating q, k back) and runs one
-// GEMM for dh and one for the stacked weight gradient.
-std::array<Tensor, 3> Block::qkv(const Tensor& h, int64_t pos0) const {
-  const auto result = op_hook::op("gpt::qkv_rope", h, wq->weight, wk->weight, wv->weight, pos0)([&] {
-    const std::array<Tensor, 3> heads = qkv_body(h, pos0);
-    return std::vector<Tensor>(heads.begin(), heads.end());
-  });
-  return {result[0], result[1], result[2]};
-}
-
-std::array<Tensor, 3> Block::qkv_body(const Tensor& h, int64_t pos0) const {
-  const int64_t B = h.size(0), T = h.size(1), H = n_head, D = head_dim, d = H * D, half = D / 2;
-  FLB_CHECK(h.dtype() == kFloat32 && h.dim() == 3 && h.size(2) == d && pos0 + T <= cos_.size(0), ValueError,
-            "[gpt.qkv] expects float32 [B, T, ", d, "] within ", cos_.size(0), " positions, got ", shape_str(h.sizes()));
-  const auto [h2, w] = stacked(h, {&wq->weight, &wk->weight, &wv->weight}, gemm_dtype);
+// against the stacked weights [3d, d], RoPE (cos, sin [positions, D / 2]) applied to q and k
+// while the rows are laid out by head. The backward lays the head gradients back out
+// (rotating q, k back) and runs one GEMM for dh and one for the stacked weight gradient.
+FLB_OP_NAMED("gpt::qkv_rope", qkv_rope,
+             (const Tensor& h, const Tensor& wq, const Tensor& wk, const Tensor& wv, const Tensor& cos,
+              const Tensor& sin, int64_t n_head, int64_t pos0, DType dt),
+             (h, wq, wk, wv, cos, sin, n_head, pos0, dt), std::vector<Tensor>) {
+  const int64_t d = wq.size(1), H = n_head, D = d / std::max<int64_t>(1, H), half = D / 2;
+  FLB_CHECK(h.dtype() == kFloat32 && h.dim() == 3 && h.size(2) == d && H * D == d && pos0 >= 0 &&
+                pos0 + h.size(1) <= cos.size(0) && cos.size(1) == half,
+            ValueError, "[gpt.qkv] expects float32 [B, T, ", d, "] in ", H, " heads within ", cos.size(0),
+            " positions, got ", shape_str(h.sizes()), " at position ", pos0);
+  const int64_t B = h.size(0), T = h.size(1);
+  const auto [h2, w] = stacked(h, {&wq, &wk, &wv}, dt);
   const Tensor y = gemm(h2, w.t());  // [B T, 3d]
-  std::array<Tensor, 3> out{empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32),
-                            empty({B, H, T, D}, kFloat32)};
+  std::vector<Tensor> out{empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32)};
   const float* yp = y.data<float>();
   float *qp = out[0].data<float>(), *kp = out[1].data<float>(), *vp = out[2].data<float>();
-  for_each_head(B, T, H, D, pos0, cos_, sin_, [&](int64_t r, int64_t o, const float* c, const float* s) {
+  for_each_head(B, T, H, D, pos0, cos, sin, [&](int64_t r, int64_t o, const float* c, const float* s) {
     rotate(yp + r, qp + o, c, s, half, 1.f);
     rotate(yp + r + d, kp + o, c, s, half, 1.f);
     std::copy_n(yp + r + 2 * d, D, vp + o);
   });
-  autograd::record(
-      "QkvRopeBackward", {&out[0], &out[1], &out[2]}, {&h, &wq->weight, &wk->weight, &wv->weight}, {h2, w},
-      [B, T, d, H, D, half, pos0, cs = cos_, sn = sin_](const std::vector<Tensor>& g,
-                                                        const std::vector<Tensor>& saved) {
-        const Tensor dq = g[0].contiguous(), dk = g[1].contiguous(), dv = g[2].contiguous();
-        Tensor dy = empty({B * T, 3 * d}, kFloat32);
-        const float *gq = dq.data<float>(), *gk = dk.data<float>(), *gv = dv.data<float>();
-        float* dyp = dy.data<float>();
-        for_each_head(B, T, H, D, pos0, cs, sn, [&](int64_t r, int64_t o, const float* c, const float* s) {
-          rotate(gq + o, dyp + r, c, s, half, -1.f);
-          rotate(gk + o, dyp + r + d, c, s, half, -1.f);
-          std::copy_n(gv + o, D, dyp + r + 2 * d);
-        });
-        return stacked_grads(dy, saved[0], saved[1], {B, T, d}, 3);
-      });
+  autograd::record("QkvRopeBackward", {&out[0], &out[1], &out[2]}, {&h, &wq, &wk, &wv}, {h, wq, wk, wv, cos, sin},
+                   [n_head, pos0, dt](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+                     return qkv_rope_backward(g[0], g[1], g[2], s[0], s[1], s[2], s[3], s[4], s[5], n_head, pos0, dt);
+                   });
   return out;
+}
+
+FLB_OP_NAMED("gpt::qkv_rope_backward", qkv_rope_backward,
+             (const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v, const Tensor& h, const Tensor& wq,
+              const Tensor& wk, const Tensor& wv, const Tensor& cos, const Tensor& sin, int64_t n_head, int64_t pos0,
+              DType dt),
+             (grad_q, grad_k, grad_v, h, wq, wk, wv, cos, sin, n_head, pos0, dt), std::vector<Tensor>) {
+  const int64_t B = h.size(0), T = h.size(1), d = wq.size(1), H = n_head, D = d / H, half = D / 2;
+  const Tensor dq = grad_q.contiguous(), dk = grad_k.contiguous(), dv = grad_v.contiguous();
+  Tensor dy = empty({B * T, 3 * d}, kFloat32);
+  const float *gq = dq.data<float>(), *gk = dk.data<float>(), *gv = dv.data<float>();
+  float* dyp = dy.data<float>();
+  for_each_head(B, T, H, D, pos0, cos, sin, [&](int64_t r, int64_t o, const float* c, const float* s) {
+    rotate(gq + o, dyp + r, c, s, half, -1.f);
+    rotate(gk + o, dyp + r + d, c, s, half, -1.f);
+    std::copy_n(gv + o, D, dyp + r + 2 * d);
+  });
+  return stacked_grads(dy, h, {&wq, &wk, &wv}, dt);
+}
+
+void register_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_op("gpt::linear16(Tensor x, Tensor weight, ScalarType dtype) -> Tensor", box(&linear16));
+    register_op("gpt::linear16_backward(Tensor grad, Tensor x, Tensor weight, ScalarType dtype) -> Tensor[]",
+                box(&linear16_backward));
+    register_op("gpt::swiglu(Tensor h, Tensor w_gate, Tensor w_up, ScalarType dtype) -> Tensor[]", box(&swiglu_op));
+    register_op("gpt::swiglu_backward(Tensor grad, Tensor h, Tensor w_gate, Tensor w_up, Tensor gu, "
+                "ScalarType dtype) -> Tensor[]",
+                box(&swiglu_backward));
+    register_op("gpt::qkv_rope(Tensor h, Tensor wq, Tensor wk, Tensor wv, Tensor cos, Tensor sin, int n_head, "
+                "int pos0, ScalarType dtype) -> Tensor[]",
+                box(&qkv_rope));
+    register_op("gpt::qkv_rope_backward(Tensor grad_q, Tensor grad_k, Tensor grad_v, Tensor h, Tensor wq, "
+                "Tensor wk, Tensor wv, Tensor cos, Tensor sin, int n_head, int pos0, ScalarType dtype) -> Tensor[]",
+                box(&qkv_rope_backward));
+  });
+}
+
+std::array<Tensor, 3> Block::qkv(const Tensor& h, int64_t pos0) const {
+  const std::vector<Tensor> r = qkv_rope(h, wq->weight, wk->weight, wv->weight, cos_, sin_, n_head, pos0, gemm_dtype);
+  return {r[0], r[1], r[2]};
 }
 
 Tensor Block::project(const Tensor& a) const {
@@ -286,15 +343,53 @@ Tensor Block::project(const Tensor& a) const {
 }
 
 Tensor Block::mlp(const Tensor& h) const {
-  return linear(swiglu(h, w_gate->weight, w_up->weight, gemm_dtype), *w_down, gemm_dtype);
+  return linear(swiglu_op(h, w_gate->weight, w_up->weight, gemm_dtype)[0], *w_down, gemm_dtype);
+}
+
+Tensor Block::finish(const Tensor& x, const Tensor& a) const {
+  if (finish_) return (*finish_)({x, a})[0];
+  const Tensor h = x + project(a);
+  return h + mlp((*mlp_norm)(h));
+}
+
+// Note [Compiled blocks]
+// flambeau::compile traces what it can replay: ops of the registry, on tensors. A block's
+// attention takes a BlockMask made from the batch's document ids, so it stays eager, and the
+// compiled regions are what comes before it (attn_norm and the q, k, v heads, at position 0:
+// a number in the closure is not guarded, so the decode step's heads stay eager) and what
+// comes after it (finish). Each region's backward is traced and compiled with it (the GPT's
+// ops have op backwards, Note [The GPT's ops]); fullgraph, so a region that stops tracing
+// raises instead of running eagerly unseen. The weights are constants of the graphs, read
+// in place, so the optimizer's updates are seen.
+void Block::compile() {
+  compiler::CompileOptions o;
+  o.backend = "cpp";
+  o.fullgraph = true;
+  heads_ = std::make_shared<compiler::Compiled>(
+      compiler::compile([this](const std::vector<Tensor>& in) {
+        const auto [q, k, v] = qkv((*attn_norm)(in[0]), 0);
+        return std::vector<Tensor>{q, k, v};
+      }, o));
+  finish_ = std::make_shared<compiler::Compiled>(compiler::compile([this](const std::vector<Tensor>& in) {
+    const Tensor h = in[0] + project(in[1]);
+    return std::vector<Tensor>{h + mlp((*mlp_norm)(h))};
+  }, o));
+}
+
+void Gpt::compile() {
+  for (const auto& b : blocks) b->compile();
 }
 
 Tensor Block::forward_inputs(const nn::TensorList& inputs) {
   FLB_CHECK(inputs.size() == 1 && mask, ValueError, "[gpt.Block] takes one input, inside Gpt::hidden");
-  Tensor x = inputs[0];
-  const auto [q, k, v] = qkv((*attn_norm)(x), 0);
-  x = x + project(attn::flex_attention(q, k, v, attn::ScoreModPtr(), *mask).first);
-  return x + mlp((*mlp_norm)(x));
+  const Tensor& x = inputs[0];
+  std::vector<Tensor> heads;
+  if (heads_) heads = (*heads_)({x});
+  else {
+    const auto [q, k, v] = qkv((*attn_norm)(x), 0);
+    heads = {q, k, v};
+  }
+  return finish(x, attn::flex_attention(heads[0], heads[1], heads[2], attn::ScoreModPtr(), *mask).first);
 }
 
 Tensor Gpt::hidden(const Tensor& inputs, const Tensor& doc_ids) {
@@ -348,8 +443,7 @@ Tensor Gpt::decode_step(int64_t token, KVCache& cache) {
     cache.k[l].narrow(2, pos, 1).copy_(k_new);
     cache.v[l].narrow(2, pos, 1).copy_(v_new);
     const Tensor k = cache.k[l].narrow(2, first, pos + 1 - first), v = cache.v[l].narrow(2, first, pos + 1 - first);
-    x = x + b.project(attn::flex_attention(q, k, v, attn::ScoreModPtr()).first);
-    x = x + b.mlp((*b.mlp_norm)(x));
+    x = b.finish(x, attn::flex_attention(q, k, v, attn::ScoreModPtr()).first);
   }
   cache.length = pos + 1;
   return F::linear((*norm)(x).reshape({config.d_model}), wte->weight);

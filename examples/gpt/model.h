@@ -11,7 +11,39 @@
 #include "flambeau/nn/flex_attention.h"
 #include "flambeau/nn/modules.h"
 
+namespace flambeau::compiler {
+class Compiled;
+}
+
 namespace gpt {
+
+// The model's fused steps as ops (Note [The GPT's ops] in model.cpp), each backward an op
+// too; register_ops() puts them in the op registry (once; the model's constructor calls it).
+// dt: the GEMM operands' dtype (float32 or bfloat16); results are float32.
+// x @ weight^T, and its gradients {dx, dweight}.
+flambeau::Tensor linear16(const flambeau::Tensor& x, const flambeau::Tensor& weight, flambeau::DType dt);
+std::vector<flambeau::Tensor> linear16_backward(const flambeau::Tensor& grad, const flambeau::Tensor& x,
+                                                const flambeau::Tensor& weight, flambeau::DType dt);
+// {silu(h w_gate^T) * (h w_up^T), the GEMM's [N, 2 hid] (gate | up)}, and the gradients
+// {dh, dw_gate, dw_up} from the second.
+std::vector<flambeau::Tensor> swiglu_op(const flambeau::Tensor& h, const flambeau::Tensor& w_gate,
+                                        const flambeau::Tensor& w_up, flambeau::DType dt);
+std::vector<flambeau::Tensor> swiglu_backward(const flambeau::Tensor& grad, const flambeau::Tensor& h,
+                                              const flambeau::Tensor& w_gate, const flambeau::Tensor& w_up,
+                                              const flambeau::Tensor& gu, flambeau::DType dt);
+// The q, k, v heads [B, H, T, D] of h [B, T, d] at positions [pos0, pos0 + T), q and k
+// rotated by RoPE (cos, sin: [positions, D / 2]), and the gradients {dh, dwq, dwk, dwv}.
+std::vector<flambeau::Tensor> qkv_rope(const flambeau::Tensor& h, const flambeau::Tensor& wq,
+                                       const flambeau::Tensor& wk, const flambeau::Tensor& wv,
+                                       const flambeau::Tensor& cos, const flambeau::Tensor& sin, int64_t n_head,
+                                       int64_t pos0, flambeau::DType dt);
+std::vector<flambeau::Tensor> qkv_rope_backward(const flambeau::Tensor& grad_q, const flambeau::Tensor& grad_k,
+                                                const flambeau::Tensor& grad_v, const flambeau::Tensor& h,
+                                                const flambeau::Tensor& wq, const flambeau::Tensor& wk,
+                                                const flambeau::Tensor& wv, const flambeau::Tensor& cos,
+                                                const flambeau::Tensor& sin, int64_t n_head, int64_t pos0,
+                                                flambeau::DType dt);
+void register_ops();
 
 // One pre-norm block: x + attention(attn_norm(x)), then + mlp(mlp_norm(x)). Called as a
 // module (block->call({x})) so that module hooks see it (FSDP gathers its weights there).
@@ -29,16 +61,21 @@ struct Block : flambeau::nn::Module {
   // The attention output projected back: wo applied to a [B, H, T, head_dim] as [B, T, d].
   flambeau::Tensor project(const flambeau::Tensor& a) const;
   flambeau::Tensor mlp(const flambeau::Tensor& h) const;
+  // What follows attention: x + project(a), then + mlp(mlp_norm(that)); compiled after
+  // compile().
+  flambeau::Tensor finish(const flambeau::Tensor& x, const flambeau::Tensor& a) const;
+  // From now on the forward runs as two compiled regions (Note [Compiled blocks]).
+  void compile();
 
  protected:
   flambeau::Tensor forward_inputs(const flambeau::nn::TensorList& inputs) override;
 
  private:
-  std::array<flambeau::Tensor, 3> qkv_body(const flambeau::Tensor& h, int64_t pos0) const;
   const int64_t n_head, head_dim;
   // The dtype of the GEMM operands (config.dtype; Note [bf16 GEMMs] in model.cpp).
   const flambeau::DType gemm_dtype;
   const flambeau::Tensor cos_, sin_;
+  std::shared_ptr<flambeau::compiler::Compiled> heads_, finish_;  // set by compile()
 };
 
 // Keys and values of every layer for positions [0, length) of one sequence (decoding).
@@ -61,6 +98,8 @@ class Gpt : public flambeau::nn::Module {
   // Logits [V] of the next token after feeding `token` at position cache.length.
   flambeau::Tensor decode_step(int64_t token, KVCache& cache);
   KVCache new_cache(int64_t capacity) const;
+  // Compiles every block (training, evaluation and the decode step's MLP half).
+  void compile();
 
   const Config config;
   std::shared_ptr<flambeau::nn::Embedding> wte;

@@ -52,6 +52,7 @@ void sample(const Config& c, const std::string& checkpoint) {
   Gpt model(ck.config);
   restore(ck, model);
   model.eval();
+  if (c.compile) model.compile();
   Generator gen(c.seed);
   for (int64_t n = 0; n < c.num_samples; ++n) {
     KVCache cache = model.new_cache(ck.config.seq_len);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "checkpoint.h"
 #include "data.h"
@@ -112,6 +113,7 @@ void train(const Config& c, const std::string& resume_from) {
                corpus.files.size(), (long long)corpus.train.documents, (long long)corpus.val.documents,
                corpus.train.tokens.size(), corpus.val.tokens.size());
   auto model = std::make_shared<Gpt>(c);
+  if (c.compile) model->compile();
   std::optional<Checkpoint> ck;
   if (!resume_from.empty()) {
     ck = read_checkpoint(resume_from);
@@ -185,10 +187,26 @@ void evaluate(const Config& c, const std::string& checkpoint) {
   mc.batch_size = c.batch_size;
   Gpt model(mc);
   restore(ck, model);
+  if (c.compile) model.compile();
   const Corpus corpus = load_fortunes(c.data_dir);
   const ValLoss v = validation_loss(model, corpus.val, mc, 0);
   std::printf("step %lld: val loss %.4f nats/byte (%s), byte-unigram entropy %.4f\n", (long long)ck.step, v.loss,
               v.what().c_str(), unigram_entropy_nats(corpus.train));
+}
+
+// How many nodes of the graph behind `t` are compiled regions' backwards.
+int64_t compiled_backward_nodes(const Tensor& t) {
+  std::vector<std::shared_ptr<autograd::Node>> todo{t.grad_fn()};
+  std::set<const autograd::Node*> seen;
+  int64_t n = 0;
+  while (!todo.empty()) {
+    const std::shared_ptr<autograd::Node> node = todo.back();
+    todo.pop_back();
+    if (!node || !seen.insert(node.get()).second) continue;
+    n += node->name() == "CompiledFunctionBackward";
+    for (const autograd::Edge& e : node->next) todo.push_back(e.fn);
+  }
+  return n;
 }
 
 void dump_grads(const Config& c, const std::string& out) {
@@ -196,14 +214,20 @@ void dump_grads(const Config& c, const std::string& out) {
   const Corpus corpus = load_fortunes(c.data_dir);
   Gpt model(c);
   const Batch b = train_batch(corpus.train, c.batch_size, c.seq_len, c.seed, 0);
+  if (c.compile) {  // the first call traces (and runs eagerly); the dumped one runs compiled
+    model.compile();
+    model.loss(b.inputs, b.targets, b.doc_ids, c.z_loss).backward();
+    model.zero_grad();
+  }
   const Tensor loss = model.loss(b.inputs, b.targets, b.doc_ids, c.z_loss);
+  const int64_t compiled = compiled_backward_nodes(loss);
   loss.backward();
   io::TensorList t{{"loss", loss.detach()}, {"inputs", b.inputs}, {"targets", b.targets}, {"doc_ids", b.doc_ids}};
   for (const auto& [name, p] : model.named_parameters()) {
     t.emplace_back("model." + name, p.detach());
     t.emplace_back("grad." + name, p.grad());
   }
-  io::save(t, out, {{"config", to_text(c)}});
+  io::save(t, out, {{"config", to_text(c)}, {"compiled_backward_nodes", std::to_string(compiled)}});
 }
 
 void bench(const Config& c, bool fortunes) {
@@ -223,8 +247,11 @@ void bench(const Config& c, bool fortunes) {
     b.doc_ids = zeros({c.batch_size, c.seq_len}, kInt64);
   }
   b = dp.shard(b);
+  if (c.compile) model->compile();
   auto step = [&] { train_step(*model, opt, b, c, &dp); };
-  step();  // warm-up (allocator cache, page faults)
+  const auto w0 = std::chrono::steady_clock::now();
+  step();  // warm-up (allocator cache, page faults; the trace and compile with --compile)
+  const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   const int64_t n = std::max<int64_t>(1, c.steps);
   std::vector<double> times;
   for (int64_t i = 0; i < n; ++i) {
@@ -236,9 +263,11 @@ void bench(const Config& c, bool fortunes) {
   const double median = dp.mean(times[times.size() / 2]);
   if (!dp.is_main()) return;
   const double flops = train_step_flops(c, c.batch_size, c.seq_len);
-  std::printf("{\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"threads\": %d, \"ranks\": %d}\n",
-              median * 1e3, double(c.batch_size * c.seq_len) / median, flops / median / 1e9, get_num_threads(),
-              dp.world());
+  std::printf(
+      "{\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"threads\": %d, \"ranks\": %d, "
+      "\"first_step_s\": %.3f, \"compiled\": %s}\n",
+      median * 1e3, double(c.batch_size * c.seq_len) / median, flops / median / 1e9, get_num_threads(), dp.world(),
+      first, c.compile ? "true" : "false");
 }
 
 }  // namespace gpt
