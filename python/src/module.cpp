@@ -119,4 +119,5 @@ NB_MODULE(_C, m) {
   bind_distributed(m);
   bind_compile(m);
   bind_telemetry(m);
+  bind_profiler(m);
 }

@@ -4,12 +4,14 @@
 // order of every sum is fixed: gradients are reproducible bit for bit. Callbacks queued
 // during a pass (queue_callback) run once its whole graph has been processed.
 #include <map>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
 #include "flambeau/autograd/autograd.h"
 #include "flambeau/core/op_hook.h"
 #include "flambeau/ops/ops.h"
+#include "flambeau/profiler/profiler.h"
 
 namespace flambeau::autograd {
 namespace {
@@ -104,6 +106,9 @@ std::vector<Tensor> run(const std::vector<Edge>& root_edges, const std::vector<T
     if (!skip) {
       FLB_CHECK(!n->released, Error, "[backward] trying to backward through the graph of ", n->name(),
                 " a second time (its saved tensors were freed); pass retain_graph=true to the first backward");
+      std::optional<profiler::Scope> scope;  // the node's name is built only when profiling
+      if (profiler::enabled()) [[unlikely]]
+        scope.emplace(n->name(), profiler::EventKind::Backward, int64_t(n->seq));
       outs = n->apply(std::move(grads));
       if (!retain_graph) n->release_saved();
     }

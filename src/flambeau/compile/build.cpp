@@ -24,6 +24,7 @@
 
 #include "flambeau/compile/workers.h"
 #include "flambeau/core/error.h"
+#include "flambeau/profiler/profiler.h"
 
 extern char** environ;
 
@@ -171,6 +172,7 @@ Toolchain native_toolchain() {
 
 std::string build(const std::string& source, const Toolchain& tc, bool* built,
                   const std::function<bool(const std::string&)>& usable) {
+  const profiler::Scope scope("compile: build kernel library", profiler::EventKind::Compile);
   std::string key_text = source + "\n" + tc.compiler + "\n" + compiler_version(tc.compiler);
   for (const std::string& f : tc.flags) key_text += " " + f;
   const std::string key = hex(fnv1a(key_text));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "flambeau/core/error.h"
+#include "flambeau/profiler/profiler.h"
 
 namespace flambeau::memory {
 namespace {
@@ -112,6 +113,8 @@ void* allocate(size_t nbytes) {
   }
   s.allocated += size;
   s.peak = std::max(s.peak, s.allocated);
+  if (profiler::memory_enabled()) [[unlikely]]
+    profiler::record_memory(int64_t(size), int64_t(s.allocated));
   return p;
 }
 
@@ -121,6 +124,8 @@ void release(void* ptr, size_t nbytes) {
   State& s = state();
   Guard lock(s.mu);
   s.allocated -= size;
+  if (profiler::memory_enabled()) [[unlikely]]
+    profiler::record_memory(-int64_t(size), int64_t(s.allocated));
   if (s.cached + size > kMaxCachedBytes) {
     std::free(ptr);
     return;

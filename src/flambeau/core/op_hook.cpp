@@ -1,10 +1,17 @@
 // The op hook's listener registry (see op_hook.h).
 #include "flambeau/core/op_hook.h"
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 
 namespace flambeau::op_hook {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 namespace detail {
 
 std::atomic<int> g_listeners{0};

@@ -39,6 +39,7 @@ struct OpCall {
   std::string_view name;
   std::vector<Value> args;
   std::vector<Tensor> outputs;
+  int64_t start_ns = 0;  // steady-clock time when the call began (the profiler's op start)
 };
 
 using Listener = std::function<void(const OpCall&)>;
@@ -49,6 +50,9 @@ using Listener = std::function<void(const OpCall&)>;
 int add_listener(Listener listener);
 // Unregisters; unknown ids are ignored.
 void remove_listener(int id);
+
+// Steady-clock nanoseconds (the clock every profiler timestamp uses).
+int64_t now_ns();
 
 namespace detail {
 extern std::atomic<int> g_listeners;  // how many are registered
@@ -118,7 +122,7 @@ struct Frame {
   template <class... Args>
   void enter(std::string_view name, const Args&... args) {
     entered = true;
-    if (depth()++ == 0) pending = new OpCall{name, {to_value(args)...}, {}};
+    if (depth()++ == 0) pending = new OpCall{name, {to_value(args)...}, {}, now_ns()};
   }
   template <class R>
   void finish(const R& result) {

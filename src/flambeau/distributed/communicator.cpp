@@ -18,6 +18,7 @@
 #include "flambeau/autograd/node.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/distributed/comm_internal.h"
+#include "flambeau/profiler/profiler.h"
 
 namespace flambeau::distributed {
 
@@ -324,6 +325,8 @@ void Communicator::run_item(Item& item) {
   recorder_.started(item.record_id);
   if (!d.p2p) last_started_ = work.seq();
   auto t0 = std::chrono::steady_clock::now();
+  profiler::Scope scope(op_name(d.op), profiler::EventKind::Collective);
+  if (profiler::Event* e = scope.event(); e && !d.p2p) e->collective_seq = work.seq();
   run_hooks(pre_hooks_, d, work.seq(), nullptr);
   std::exception_ptr error;
   Work::Status status = Work::Status::COMPLETED;

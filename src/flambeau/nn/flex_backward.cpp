@@ -18,6 +18,7 @@
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/kernels/cpu/simd_gemm_small.h"
 #include "flambeau/nn/flex_internal.h"
+#include "flambeau/profiler/profiler.h"
 
 namespace flambeau::nn::attention::detail {
 namespace {
@@ -37,6 +38,7 @@ struct Scratch {
 // ScoreMod::backward.
 void tile_grads(const Problem& p, const Tile& t, bool partial, const float* stats, const float* dout, const float* drow,
                 Scratch& sc, double* const* grads) {
+  const profiler::Scope scope("flex_attention backward tile", profiler::EventKind::Kernel);
   float *s = sc.s.data(), *dp = sc.dp.data();
   score_tile(p, t, partial, s, p.mod ? sc.raw.data() : nullptr, sc.mbuf.data());
   const int64_t row0 = (t.b * p.Hq + t.h) * p.L + t.q0, hk = t.b * p.Hkv + t.h / p.G;

@@ -12,6 +12,7 @@
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/kernels/cpu/simd_gemm_small.h"
 #include "flambeau/nn/flex_internal.h"
+#include "flambeau/profiler/profiler.h"
 
 namespace flambeau::nn::attention::detail {
 namespace {
@@ -35,6 +36,7 @@ struct Work {
 int64_t entries(const Problem& p, int64_t b, int64_t h, int64_t qb) { return p.part.count(b, h, qb) + p.full.count(b, h, qb); }
 
 void run(const Problem& p, const Work& w, State& st) {
+  const profiler::Scope scope("flex_attention forward tile", profiler::EventKind::Kernel);
   std::vector<float> s(size_t(w.rows * kTk));
   std::vector<uint8_t> mbuf(size_t(w.rows * kTk));
   std::vector<Span> spans;

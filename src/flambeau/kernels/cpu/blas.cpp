@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "flambeau/core/parallel.h"
+#include "flambeau/profiler/profiler.h"
 
 namespace flambeau::kernels {
 namespace {
@@ -65,6 +66,7 @@ void gemm_tiled(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, cons
 void gemm_1t(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const OneThread one;
+  const profiler::Scope scope("sgemm", profiler::EventKind::Kernel);
   cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta,
               c, int(ldc));
 }
@@ -72,6 +74,7 @@ void gemm_1t(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
 void gemm_1t(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
              const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   const OneThread one;
+  const profiler::Scope scope("dgemm", profiler::EventKind::Kernel);
   cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta,
               c, int(ldc));
 }
