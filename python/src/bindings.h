@@ -57,6 +57,7 @@ void bind_compile(nb::module_& m);
 // CPU telemetry and the build configuration, in flambeau._C._cpu (telemetry.cpp).
 void bind_telemetry(nb::module_& m);
 void bind_profiler(nb::module_& m);
+void bind_graphs(nb::module_& m);
 // DistributedDataParallel's Reducer, in flambeau._C._distributed (ddp.cpp).
 void bind_ddp(nb::module_& d);
 

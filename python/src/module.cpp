@@ -120,4 +120,5 @@ NB_MODULE(_C, m) {
   bind_compile(m);
   bind_telemetry(m);
   bind_profiler(m);
+  bind_graphs(m);
 }

@@ -6,6 +6,7 @@
 #include "flambeau/core/generator.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/core/tensor.h"
+#include "flambeau/graphs/graph.h"
 #include "flambeau/io/safetensors.h"
 #include "flambeau/kernels/cpu/capabilities.h"
 #include "flambeau/nn/attention.h"

@@ -17,10 +17,6 @@ namespace flambeau::compiler {
 
 namespace {
 
-// Ops whose output shape depends on the values of their inputs.
-const std::set<std::string, std::less<>> kValueShaped{"nonzero", "unique", "unique_consecutive", "masked_select",
-                                                      "argwhere", "bincount", "repeat_interleave"};
-
 // Factories: their result depends on their arguments only (the *_like ones: on the shape and
 // dtype of theirs, which the guards fix), so the tensor a traced call made is a constant of
 // the graph (unless written in place).
@@ -29,11 +25,6 @@ const std::set<std::string, std::less<>> kFactories{"empty",      "zeros",     "
                                                     "tensor",     "empty_like", "zeros_like", "ones_like",
                                                     "full_like"};
 
-// Ops whose C++ function (what the op hook reports) takes its arguments in another order
-// than its schema (what the registry replays): schema argument i is reported argument
-// order[i].
-const std::map<std::string, std::vector<size_t>, std::less<>> kReportedOrder{{"embedding", {1, 0, 2}}};
-
 // Ops a graph that is not replayed may hold though the registry lacks them.
 const std::set<std::string, std::less<>> kGeneratorOnly{"index"};
 
@@ -41,7 +32,7 @@ const std::set<std::string, std::less<>> kGeneratorOnly{"index"};
 std::string unrecordable(const op_hook::OpCall& c, bool replayable) {
   if (c.name == "item") return "it reads a tensor's value (item())";
   if (c.name == "backward") return "backward runs inside the function";
-  if (kValueShaped.count(c.name)) return "its output's shape depends on the input's values";
+  if (output_shape_depends_on_values(c.name)) return "its output's shape depends on the input's values";
   if (!replayable && kGeneratorOnly.count(c.name)) return "";
   const RegisteredOp* op = find_op(c.name);
   if (!op) return "it is not in the op registry (no boxed kernel to replay it)";
@@ -199,13 +190,10 @@ struct Recorder {
       for (const op_hook::Value& v : c.args)
         if (auto* t = std::get_if<Tensor>(&v); t && t->defined())
           if (auto f = factory_storage.find(t->storage().get()); f != factory_storage.end()) written.insert(f->second);
-    std::vector<const op_hook::Value*> in_schema_order;
-    for (const op_hook::Value& v : c.args) in_schema_order.push_back(&v);
-    if (auto order = kReportedOrder.find(c.name); order != kReportedOrder.end())
-      for (size_t i = 0; i < order->second.size(); ++i) in_schema_order[i] = &c.args[order->second[i]];
-    if (const RegisteredOp* op = find_op(c.name); replayable && op && !arguments_fit(*op, in_schema_order))
+    const std::vector<const op_hook::Value*> ordered = in_schema_order(c.name, c.args);
+    if (const RegisteredOp* op = find_op(c.name); replayable && op && !arguments_fit(*op, ordered))
       return stop("its C++ call's arguments do not fit its schema (the registry could not replay it)");
-    for (const op_hook::Value* arg : in_schema_order) {
+    for (const op_hook::Value* arg : ordered) {
       const op_hook::Value& v = *arg;
       Graph::Arg a;
       if (auto* t = std::get_if<Tensor>(&v); t && t->defined() && t->impl()->wrapped_number) {

@@ -16,6 +16,11 @@ namespace detail {
 
 std::atomic<int> g_listeners{0};
 
+uint64_t next_correlation() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 int& depth() {
   thread_local int d = 0;
   return d;

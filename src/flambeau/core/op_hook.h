@@ -40,6 +40,7 @@ struct OpCall {
   std::vector<Value> args;
   std::vector<Tensor> outputs;
   int64_t start_ns = 0;  // steady-clock time when the call began (the profiler's op start)
+  uint64_t correlation = 0;  // unique per reported call: the profiler and graph capture share it
 };
 
 using Listener = std::function<void(const OpCall&)>;
@@ -56,6 +57,7 @@ int64_t now_ns();
 
 namespace detail {
 extern std::atomic<int> g_listeners;  // how many are registered
+uint64_t next_correlation();          // 1, 2, ... (process-wide)
 // The depth of op calls on this thread: 0 outside any op.
 int& depth();
 void notify(OpCall&& call);
@@ -122,7 +124,7 @@ struct Frame {
   template <class... Args>
   void enter(std::string_view name, const Args&... args) {
     entered = true;
-    if (depth()++ == 0) pending = new OpCall{name, {to_value(args)...}, {}, now_ns()};
+    if (depth()++ == 0) pending = new OpCall{name, {to_value(args)...}, {}, now_ns(), next_correlation()};
   }
   template <class R>
   void finish(const R& result) {

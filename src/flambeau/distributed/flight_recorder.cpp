@@ -1,6 +1,7 @@
 // The flight recorder's ring buffer and its JSON dump (torchcomms' and c10d's layout:
 // version, pg_config, pg_status, entries).
 #include "flambeau/distributed/flight_recorder.h"
+#include "flambeau/io/text_file.h"
 
 #include <unistd.h>
 
@@ -122,20 +123,7 @@ std::string FlightRecorder::dump_json(const FlightRecorderHeader& h,
 
 void FlightRecorder::dump_file(const std::string& path, const FlightRecorderHeader& h,
                                bool include_completed) const {
-  std::string text = dump_json(h, include_completed);
-  static std::atomic<int64_t> dumps{0};  // two threads may dump the same file at once
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(dumps++);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    FLB_CHECK(f.good(), Error, "[flight_recorder] cannot write ", tmp);
-    f << text;
-    f.flush();
-    FLB_CHECK(f.good(), Error, "[flight_recorder] cannot write ", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw Error(detail::str_cat("[flight_recorder] cannot rename ", tmp, " to ", path));
-  }
+  io::write_text_file(path, dump_json(h, include_completed), "flight_recorder");
 }
 
 }  // namespace flambeau::distributed

@@ -90,6 +90,25 @@ std::vector<std::string> registered_ops() {
   return r.order;
 }
 
+bool output_shape_depends_on_values(std::string_view name) {
+  static constexpr std::string_view kOps[] = {"nonzero", "unique", "unique_consecutive", "masked_select",
+                                              "argwhere", "bincount", "repeat_interleave"};
+  for (std::string_view op : kOps)
+    if (op == name) return true;
+  return false;
+}
+
+std::vector<const Value*> in_schema_order(std::string_view name, const std::vector<Value>& reported) {
+  std::vector<const Value*> out;
+  for (const Value& v : reported) out.push_back(&v);
+  // Schema argument i is reported argument order[i].
+  static const std::vector<std::pair<std::string_view, std::vector<size_t>>> kReordered{{"embedding", {1, 0, 2}}};
+  for (const auto& [op, order] : kReordered)
+    if (op == name && reported.size() >= order.size())
+      for (size_t i = 0; i < order.size(); ++i) out[i] = &reported[order[i]];
+  return out;
+}
+
 Value default_value(const SchemaArg& arg) {
   FLB_CHECK(arg.default_value, ValueError, "[default_value] argument '", arg.name, "' has no default");
   const std::string& d = *arg.default_value;

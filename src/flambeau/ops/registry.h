@@ -39,6 +39,14 @@ std::vector<Value> call_op(std::string_view name, std::vector<Value> args);
 // Whether call_op would take these arguments for op (their count and kinds).
 bool arguments_fit(const RegisteredOp& op, const std::vector<const Value*>& args);
 
+// The arguments of a call the op hook reported for op `name`, in its schema's order (a few
+// ops' C++ functions take them in another order: embedding(weight, input)).
+std::vector<const Value*> in_schema_order(std::string_view name, const std::vector<Value>& reported);
+
+// Whether op's output shape depends on its inputs' values (nonzero, unique, ...): a traced
+// or captured program cannot fix it.
+bool output_shape_depends_on_values(std::string_view name);
+
 // The value of an argument's default as written in a schema: None, True/False, an integer,
 // a float, a "string" or a [list of integers].
 Value default_value(const SchemaArg& arg);

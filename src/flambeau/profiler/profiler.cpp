@@ -56,7 +56,6 @@ struct Collector {
   bool started = false;  // a profile is open (start() called, stop() not yet)
   int listener = 0;
   Options options;
-  std::atomic<uint64_t> next_correlation{1};
 
   // Moves every published event into `collected` (holding mu).
   void drain_locked() {
@@ -119,7 +118,7 @@ void on_op(const op_hook::OpCall& call) {
   e.name = std::string(call.name);
   e.start_ns = call.start_ns;
   e.end_ns = op_hook::now_ns();
-  e.correlation = collector().next_correlation.fetch_add(1, std::memory_order_relaxed);
+  e.correlation = call.correlation;
   for (const Tensor& out : call.outputs)
     if (out.defined() && out.impl()->autograd && out.impl()->autograd->grad_fn) {
       e.seq = int64_t(out.impl()->autograd->grad_fn->seq);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "flambeau/core/error.h"
+#include "flambeau/io/text_file.h"
 #include "flambeau/profiler/profiler.h"
 
 namespace flambeau::profiler {
@@ -106,19 +107,7 @@ std::string chrome_trace_json(const std::vector<Event>& events, int64_t pid, con
 
 void export_chrome_trace(const std::vector<Event>& events, const std::string& path, int64_t pid,
                          const std::string& process_name) {
-  const std::string text = chrome_trace_json(events, pid, process_name);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    FLB_CHECK(f, Error, "[export_chrome_trace] cannot open ", tmp, " for writing");
-    f << text;
-    f.flush();
-    FLB_CHECK(f, Error, "[export_chrome_trace] writing ", tmp, " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp);
-  FLB_CHECK(!ec, Error, "[export_chrome_trace] cannot rename ", tmp, " to ", path, ": ", ec.message());
+  io::write_text_file(path, chrome_trace_json(events, pid, process_name), "export_chrome_trace");
 }
 
 std::vector<EventAverage> key_averages(const std::vector<Event>& events, bool group_by_input_shape) {
