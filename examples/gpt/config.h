@@ -38,6 +38,10 @@ struct Config {
   std::string prompt;
   // --compile: the blocks run compiled (Gpt::compile); not stored.
   bool compile = false;
+  // --graph: sample and bench-decode replay a captured decode step (GraphedDecode); not stored.
+  bool graph = false;
+  // --profile: bench times the training step with the profiler collecting; not stored.
+  bool profile = false;
 
   int64_t head_dim() const { return d_model / n_head; }
   int64_t mlp_hidden() const { return (d_model * 8 / 3 + 63) / 64 * 64; }  // SwiGLU, rounded to 64

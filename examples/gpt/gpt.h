@@ -20,6 +20,10 @@ void sample(const Config& c, const std::string& checkpoint);
 void dump_grads(const Config& c, const std::string& out);
 // Times training steps; prints one JSON line (tokens/s, ms per step, GFLOP/s).
 void bench(const Config& c, bool fortunes);
+// Prints one JSON line: the median time per token of c.steps decode steps (after a warm-up)
+// with Gpt::decode_step, with decode_step_static and with its graph replay (GraphedDecode),
+// on a randomly initialised model.
+void bench_decode(const Config& c);
 
 class DataParallel;
 // One training step on batch b (loss, backward, gradient clipping, AdamW); returns the loss.

@@ -6,7 +6,10 @@
 //   flambeau-gpt grads  --out FILE [--key value ...]   (loss and gradients of one batch)
 //   flambeau-gpt bench  [--fortunes] [--key value ...] (training step time; --fortunes: on the
 //                                                      first training batch, packed documents)
-//   add --compile to train, eval, sample or bench to run the blocks compiled (flambeau::compile)
+//   flambeau-gpt bench-decode [--key value ...]          (decode step time per token: eager,
+//                                                      the static step, its graph replay)
+//   add --compile to train, eval, sample or bench to run the blocks compiled (flambeau::compile),
+//   --graph to sample to replay a captured decode step, --profile to bench to profile it
 //   flambeau-gpt --help                                 (every option and setting, with defaults)
 //
 // Settings (see config.h) come from the defaults, then a resumed checkpoint, then the
@@ -26,8 +29,8 @@
 namespace {
 
 const char* kUsage =
-    "usage: flambeau-gpt {train|eval|sample|grads|bench} [--config FILE] [--resume | --auto-resume] [--checkpoint PATH] "
-    "[--out FILE] [--fortunes] [--compile] [--<setting> VALUE ...]\n";
+    "usage: flambeau-gpt {train|eval|sample|grads|bench|bench-decode} [--config FILE] [--resume | --auto-resume] "
+    "[--checkpoint PATH] [--out FILE] [--fortunes] [--compile] [--graph] [--profile] [--<setting> VALUE ...]\n";
 
 void help() {
   std::printf(
@@ -49,6 +52,9 @@ void help() {
       "  --fortunes         bench: time the first training batch (packed fortunes), not random tokens\n"
       "  --compile          train, eval, sample, bench: the blocks run compiled (flambeau::compile, cpp\n"
       "                     backend; the forward and its backward); single-process only\n"
+      "  --graph            sample: each token replays a captured decode step (flambeau::graphs)\n"
+      "  --profile          bench: the training step runs with the profiler collecting; bench-decode:\n"
+      "                     prints where a replayed step spends its time\n"
       "  -h, --help         this help\n\n"
       "settings, --<name> VALUE (shown with their defaults; applied in order: defaults, a resumed\n"
       "checkpoint, the --config file, the command line):\n%s",
@@ -74,7 +80,8 @@ int main(int argc, char** argv) {
   }
   try {
     std::string config_file, checkpoint, out;
-    bool resume = false, auto_resume = false, fortunes = false, compile = false;
+    bool resume = false, auto_resume = false, fortunes = false, compile = false, graph = false,
+         profile = false;
     std::vector<std::pair<std::string, std::string>> options;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
@@ -82,6 +89,8 @@ int main(int argc, char** argv) {
       if (a == "--auto-resume") { auto_resume = true; continue; }
       if (a == "--fortunes") { fortunes = true; continue; }
       if (a == "--compile") { compile = true; continue; }
+      if (a == "--graph") { graph = true; continue; }
+      if (a == "--profile") { profile = true; continue; }
       if (is_help(a)) {
         help();
         return 0;
@@ -97,17 +106,20 @@ int main(int argc, char** argv) {
       else if (key == "out") out = value;
       else options.emplace_back(key, value);
     }
-    if (cmd != "train" && cmd != "eval" && cmd != "sample" && cmd != "grads" && cmd != "bench")
+    if (cmd != "train" && cmd != "eval" && cmd != "sample" && cmd != "grads" && cmd != "bench" &&
+        cmd != "bench-decode")
       return usage_error("unknown command '" + cmd + "'");
     gpt::Config c;
     auto apply = [&] {
       if (!config_file.empty()) gpt::read_config_file(c, config_file);
       for (const auto& [k, v] : options) gpt::set_option(c, k, v);
       c.compile = compile;
+      c.graph = graph;
+      c.profile = profile;
     };
     apply();  // out_dir may come from here
     if (checkpoint.empty()) checkpoint = c.out_dir + "/ckpt.safetensors";
-    if (cmd == "train" || cmd == "bench") std::fprintf(stderr, "%s\n", flambeau::backends::cpu::capabilities_line().c_str());
+    if (cmd == "train" || cmd.rfind("bench", 0) == 0) std::fprintf(stderr, "%s\n", flambeau::backends::cpu::capabilities_line().c_str());
     if (cmd == "train") {
       if (auto_resume && std::filesystem::exists(checkpoint)) resume = true;
       if (resume) {
@@ -129,6 +141,9 @@ int main(int argc, char** argv) {
     } else if (cmd == "bench") {
       c.validate();
       gpt::bench(c, fortunes);
+    } else if (cmd == "bench-decode") {
+      c.validate();
+      gpt::bench_decode(c);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flambeau-gpt: %s\n", e.what());

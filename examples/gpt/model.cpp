@@ -9,8 +9,10 @@
 #include "flambeau/compile/compile.h"
 #include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/gemm16.h"
 #include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/nn/attention.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/init.h"
 #include "flambeau/ops/ops.h"
@@ -156,6 +158,30 @@ std::pair<Tensor, Tensor> stacked(const Tensor& h, const std::vector<const Tenso
   return {h.detach().reshape({-1, h.size(-1)}).to(dt).contiguous(), w.to(dt).contiguous()};
 }
 
+// h2 @ w^T for stacked(h, weights) = [N, sum k]. A few rows of float32 (decoding) take one
+// GEMM per weight into y's columns: concatenating the weights would copy more memory than
+// the products read.
+Tensor stacked_product(const Tensor& h, const std::vector<const Tensor*>& weights, DType dt) {
+  const int64_t d = h.size(-1), N = d ? h.numel() / d : 0;
+  bool direct = dt == kFloat32 && h.dtype() == kFloat32 && N <= 8;
+  for (const Tensor* w : weights) direct = direct && w->dtype() == kFloat32 && w->is_contiguous();
+  if (!direct) {
+    const auto [h2, w] = stacked(h, weights, dt);
+    return gemm(h2, w.t());
+  }
+  int64_t total = 0;
+  for (const Tensor* w : weights) total += w->size(0);
+  const Tensor h2 = h.detach().reshape({N, d}).contiguous();
+  Tensor y = empty({N, total}, kFloat32);
+  int64_t col = 0;
+  for (const Tensor* w : weights) {
+    kernels::gemm_f32(false, true, N, w->size(0), d, 1.f, h2.data<float>(), d, w->data<float>(), d, 0.f,
+                      y.data<float>() + col, total);
+    col += w->size(0);
+  }
+  return y;
+}
+
 // The backward of y = h2 @ w^T for stacked(h, weights): dh in h's shape, then each weight's
 // rows of dw.
 std::vector<Tensor> stacked_grads(const Tensor& dy_in, const Tensor& h, const std::vector<const Tensor*>& weights,
@@ -225,8 +251,7 @@ void over_gate_chunks(const float* gu, int64_t rows, int64_t hid, const F& f) {
 // {y, gu}: the product and the GEMM's result [N, 2 hid] (gate, then up) its backward reads.
 FLB_OP_NAMED("gpt::swiglu", swiglu_op, (const Tensor& h, const Tensor& w_gate, const Tensor& w_up, DType dt),
              (h, w_gate, w_up, dt), std::vector<Tensor>) {
-  const auto [h2, w] = stacked(h, {&w_gate, &w_up}, dt);
-  const Tensor gu = gemm(h2, w.t());
+  const Tensor gu = stacked_product(h, {&w_gate, &w_up}, dt);
   const int64_t N = gu.size(0), hid = w_gate.size(0);
   Dims y_shape = h.sizes();
   y_shape.back() = hid;
@@ -278,8 +303,7 @@ FLB_OP_NAMED("gpt::qkv_rope", qkv_rope,
             ValueError, "[gpt.qkv] expects float32 [B, T, ", d, "] in ", H, " heads within ", cos.size(0),
             " positions, got ", shape_str(h.sizes()), " at position ", pos0);
   const int64_t B = h.size(0), T = h.size(1);
-  const auto [h2, w] = stacked(h, {&wq, &wk, &wv}, dt);
-  const Tensor y = gemm(h2, w.t());  // [B T, 3d]
+  const Tensor y = stacked_product(h, {&wq, &wk, &wv}, dt);  // [B T, 3d]
   std::vector<Tensor> out{empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32), empty({B, H, T, D}, kFloat32)};
   const float* yp = y.data<float>();
   float *qp = out[0].data<float>(), *kp = out[1].data<float>(), *vp = out[2].data<float>();
@@ -334,6 +358,11 @@ void register_ops() {
 
 std::array<Tensor, 3> Block::qkv(const Tensor& h, int64_t pos0) const {
   const std::vector<Tensor> r = qkv_rope(h, wq->weight, wk->weight, wv->weight, cos_, sin_, n_head, pos0, gemm_dtype);
+  return {r[0], r[1], r[2]};
+}
+
+std::array<Tensor, 3> Block::qkv_rotated(const Tensor& h, const Tensor& cos, const Tensor& sin) const {
+  const std::vector<Tensor> r = qkv_rope(h, wq->weight, wk->weight, wv->weight, cos, sin, n_head, 0, gemm_dtype);
   return {r[0], r[1], r[2]};
 }
 
@@ -447,6 +476,50 @@ Tensor Gpt::decode_step(int64_t token, KVCache& cache) {
   }
   cache.length = pos + 1;
   return F::linear((*norm)(x).reshape({config.d_model}), wte->weight);
+}
+
+Tensor Gpt::decode_step_static(const Tensor& token, const Tensor& pos, KVCache& cache) {
+  autograd::NoGradGuard no_grad;
+  const int64_t capacity = cache.k[0].size(2);
+  Tensor x = (*wte)(token);
+  const Tensor cos = index_select(cos_, 0, pos), sin = index_select(sin_, 0, pos);
+  const Tensor keys = arange(capacity, kInt64);
+  Tensor visible = le(keys, pos);
+  if (config.window > 0) visible = logical_and(visible, ge(keys, sub(pos, config.window)));
+  const Tensor mask = visible.reshape({1, 1, 1, capacity});
+  for (size_t l = 0; l < blocks.size(); ++l) {
+    const Block& b = *blocks[l];
+    const auto [q, k_new, v_new] = b.qkv_rotated((*b.attn_norm)(x), cos, sin);
+    index_copy_(cache.k[l], 2, pos, k_new);
+    index_copy_(cache.v[l], 2, pos, v_new);
+    const Tensor a = nn::scaled_dot_product_attention(q, cache.k[l], cache.v[l], mask);
+    const Tensor h = x + b.project(a);  // Block::finish's ops, never compiled: a graph replays them
+    x = h + b.mlp((*b.mlp_norm)(h));
+  }
+  return F::linear((*norm)(x).reshape({config.d_model}), wte->weight);
+}
+
+GraphedDecode::GraphedDecode(Gpt& model, int64_t capacity)
+    : token_(zeros({1, 1}, kInt64)), pos_(zeros({1}, kInt64)), cache_(model.new_cache(capacity)) {
+  FLB_CHECK(capacity <= model.config.seq_len, ValueError, "[gpt] a KV cache of ", capacity,
+            " positions is longer than seq_len ", model.config.seq_len);
+  graph_.capture_begin();
+  try {
+    logits_ = model.decode_step_static(token_, pos_, cache_);
+  } catch (...) {
+    graph_.reset();
+    throw;
+  }
+  graph_.capture_end();
+}
+
+const Tensor& GraphedDecode::step(int64_t token) {
+  FLB_CHECK(length_ < cache_.k[0].size(2), ValueError, "[gpt] the KV cache is full (", length_, " positions)");
+  token_.data<int64_t>()[0] = token;
+  pos_.data<int64_t>()[0] = length_;
+  graph_.replay();
+  ++length_;
+  return logits_;
 }
 
 double train_step_flops(const Config& c, int64_t batch, int64_t seq_len) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config.h"
+#include "flambeau/graphs/graph.h"
 #include "flambeau/nn/flex_attention.h"
 #include "flambeau/nn/modules.h"
 
@@ -58,6 +59,9 @@ struct Block : flambeau::nn::Module {
   // The q, k, v heads [B, H, T, head_dim] of h [B, T, d_model] at positions
   // [pos0, pos0 + T), q and k rotated by RoPE (one op, "gpt::qkv_rope").
   std::array<flambeau::Tensor, 3> qkv(const flambeau::Tensor& h, int64_t pos0) const;
+  // The same with the rotary tables' rows given (cos, sin: [T, head_dim / 2]).
+  std::array<flambeau::Tensor, 3> qkv_rotated(const flambeau::Tensor& h, const flambeau::Tensor& cos,
+                                              const flambeau::Tensor& sin) const;
   // The attention output projected back: wo applied to a [B, H, T, head_dim] as [B, T, d].
   flambeau::Tensor project(const flambeau::Tensor& a) const;
   flambeau::Tensor mlp(const flambeau::Tensor& h) const;
@@ -98,6 +102,12 @@ class Gpt : public flambeau::nn::Module {
   // Logits [V] of the next token after feeding `token` at position cache.length.
   flambeau::Tensor decode_step(int64_t token, KVCache& cache);
   KVCache new_cache(int64_t capacity) const;
+  // The decode step with the token ([1, 1] int64) and its position ([1] int64) as tensors:
+  // every op runs on buffers of fixed shape, the new keys and values are written at pos and
+  // attention spans the whole cache under a mask of the positions [pos - window, pos], so
+  // the step can be captured once and replayed at any position (GraphedDecode). Does not
+  // move cache.length. Logits [V].
+  flambeau::Tensor decode_step_static(const flambeau::Tensor& token, const flambeau::Tensor& pos, KVCache& cache);
   // Compiles every block (training, evaluation and the decode step's MLP half).
   void compile();
 
@@ -108,6 +118,24 @@ class Gpt : public flambeau::nn::Module {
 
  private:
   flambeau::Tensor cos_, sin_;  // [max positions, head_dim / 2]
+};
+
+// Gpt::decode_step_static captured once (flambeau::graphs::Graph) and replayed per token:
+// sample --graph. The capture runs one step at position 0, which the first step rewrites.
+class GraphedDecode {
+ public:
+  GraphedDecode(Gpt& model, int64_t capacity);
+  // Logits [V] of the next token after feeding `token` at position length(); the tensor is
+  // the graph's output, overwritten by the next step.
+  const flambeau::Tensor& step(int64_t token);
+  int64_t length() const { return length_; }
+  const flambeau::graphs::Graph& graph() const { return graph_; }
+
+ private:
+  flambeau::Tensor token_, pos_, logits_;  // the static input and output
+  KVCache cache_;
+  flambeau::graphs::Graph graph_;
+  int64_t length_ = 0;
 };
 
 // FLOPs of one training step (forward + backward) on batch x seq_len tokens: 6 per weight

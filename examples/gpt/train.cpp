@@ -15,6 +15,7 @@
 #include "flambeau/io/safetensors.h"
 #include "flambeau/nn/clip_grad.h"
 #include "flambeau/ops/ops.h"
+#include "flambeau/profiler/profiler.h"
 #include "gpt.h"
 #include "model.h"
 #include "parallel.h"
@@ -249,6 +250,7 @@ void bench(const Config& c, bool fortunes) {
   b = dp.shard(b);
   if (c.compile) model->compile();
   auto step = [&] { train_step(*model, opt, b, c, &dp); };
+  if (c.profile) profiler::start({});  // collecting from the warm-up on; the events are dropped
   const auto w0 = std::chrono::steady_clock::now();
   step();  // warm-up (allocator cache, page faults; the trace and compile with --compile)
   const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
@@ -259,15 +261,16 @@ void bench(const Config& c, bool fortunes) {
     step();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (c.profile) (void)profiler::stop();
   std::sort(times.begin(), times.end());
   const double median = dp.mean(times[times.size() / 2]);
   if (!dp.is_main()) return;
   const double flops = train_step_flops(c, c.batch_size, c.seq_len);
   std::printf(
       "{\"step_ms\": %.3f, \"tokens_per_s\": %.1f, \"gflops\": %.2f, \"threads\": %d, \"ranks\": %d, "
-      "\"first_step_s\": %.3f, \"compiled\": %s}\n",
+      "\"first_step_s\": %.3f, \"compiled\": %s, \"profiled\": %s}\n",
       median * 1e3, double(c.batch_size * c.seq_len) / median, flops / median / 1e9, get_num_threads(), dp.world(),
-      first, c.compile ? "true" : "false");
+      first, c.compile ? "true" : "false", c.profile ? "true" : "false");
 }
 
 }  // namespace gpt

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -165,6 +166,36 @@ TEST(Gpt, DecodeStepsMatchTheFullForward) {
     const Tensor step = model.decode_step(tokens.data<int64_t>()[t], cache);
     EXPECT_TRUE(all_close(values(step), values(full.select(1, t).reshape({-1})), 1e-4, 1e-5)) << "position " << t;
   }
+}
+
+// sample --graph: the captured decode step replays decode_step_static's bits at every
+// position (the graph reads the token and position written into its static inputs), and the
+// static step (attention over the whole cache, masked) tracks decode_step (over the
+// positions written) to float32 rounding.
+TEST(Gpt, GraphedDecodeReplaysTheStaticStepBitwise) {
+  gpt::Config c = tiny("", "");
+  c.window = 5;
+  gpt::Gpt model(c);
+  model.eval();
+  Generator gen(6);
+  const Tensor tokens = randint(1, 256, {1, 12}, kInt64, gen);
+  gpt::GraphedDecode graphed(model, c.seq_len);
+  const graphs::GraphData data = graphed.graph().get_graph_data();
+  EXPECT_GT(data.nodes.size(), 10u);
+  gpt::KVCache fixed = model.new_cache(c.seq_len), growing = model.new_cache(c.seq_len);
+  const Tensor token = zeros({1, 1}, kInt64), pos = zeros({1}, kInt64);
+  for (int64_t t = 0; t < 12; ++t) {
+    const int64_t id = tokens.data<int64_t>()[t];
+    const Tensor replayed = graphed.step(id).clone();
+    token.data<int64_t>()[0] = id;
+    pos.data<int64_t>()[0] = t;
+    const Tensor eager = model.decode_step_static(token, pos, fixed);
+    ASSERT_EQ(replayed.sizes(), eager.sizes());
+    EXPECT_EQ(std::memcmp(replayed.data_ptr(), eager.data_ptr(), size_t(eager.numel()) * 4), 0) << "position " << t;
+    const Tensor reference = model.decode_step(id, growing);
+    EXPECT_TRUE(all_close(values(eager), values(reference), 1e-4, 1e-5)) << "position " << t;
+  }
+  EXPECT_EQ(graphed.length(), 12);
 }
 
 // --dtype bf16 tracks float32 training. Each GEMM of a block rounds its two operands to bf16

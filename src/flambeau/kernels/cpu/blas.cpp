@@ -45,12 +45,18 @@ void gemm_tiled(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, cons
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta != T(0) ? beta * c[i * ldc + j] : T(0);
     return;
   }
-  const bool by_rows = m >= 64 || n < 512;
+  // A matrix-vector product (one row or column of C, gemv_1t) is split along the vector
+  // and goes parallel from a smaller size: it streams its matrix (memory-bound), with no
+  // packing to repeat per tile.
+  const bool vector = m == 1 || n == 1;
+  const bool by_rows = vector ? n == 1 : m >= 64 || n < 512;
   static const int64_t procs = std::clamp<int64_t>(omp_get_num_procs(), 1, 64);
-  const int64_t extent = by_rows ? m : n, tile = std::max<int64_t>(128, (extent + procs - 1) / procs);
+  const int64_t extent = by_rows ? m : n;
+  const int64_t tile = std::max<int64_t>(vector ? 64 : 128, (extent + procs - 1) / procs);
   const int64_t tiles = (extent + tile - 1) / tile;
   const int64_t work = m * n * k;
-  parallel_for(0, tiles, work >= (int64_t(1) << 22) ? 1 : tiles, [&](int64_t t0, int64_t t1) {
+  const bool parallel = work >= (vector ? int64_t(1) << 16 : int64_t(1) << 22);
+  parallel_for(0, tiles, parallel ? 1 : tiles, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t lo = t * tile, len = std::min(tile, extent - lo);
       const T* pa = by_rows ? a + (ta ? lo : lo * lda) : a;
@@ -63,10 +69,32 @@ void gemm_tiled(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, cons
 
 }  // namespace
 
+// A product with one row or one column of C is a matrix-vector product: sgemv streams the
+// matrix once, where sgemm would first pack it (most of a decode step's time). C's elements
+// are zeroed first when beta is 0 (BLAS may scale, and so keep, a NaN there).
+bool gemv_1t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+             const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m != 1 && n != 1) return false;
+  const int64_t len = m == 1 ? n : m, inc_c = m == 1 ? 1 : ldc;
+  if (beta == 0.f)
+    for (int64_t i = 0; i < len; ++i) c[i * inc_c] = 0.f;
+  if (m == 1) {  // c[1, n] = a[1, k] op(b): op(b)^T times a's row
+    const int64_t inc_a = ta ? lda : 1;
+    cblas_sgemv(CblasRowMajor, tb ? CblasNoTrans : CblasTrans, int(tb ? n : k), int(tb ? k : n), alpha, b, int(ldb),
+                a, int(inc_a), beta, c, int(inc_c));
+  } else {  // c[m, 1] = op(a)[m, k] b[k, 1]
+    const int64_t inc_b = tb ? 1 : ldb;
+    cblas_sgemv(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, int(ta ? k : m), int(ta ? m : k), alpha, a, int(lda),
+                b, int(inc_b), beta, c, int(inc_c));
+  }
+  return true;
+}
+
 void gemm_1t(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const OneThread one;
   const profiler::Scope scope("sgemm", profiler::EventKind::Kernel);
+  if (k > 0 && gemv_1t(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta,
               c, int(ldc));
 }
