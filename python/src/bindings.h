@@ -35,6 +35,13 @@ Dims dims_from_args(const nb::args& args);
 
 using release_gil = nb::call_guard<nb::gil_scoped_release>;
 
+// A Python list of the tensors.
+inline nb::list to_list_of(const std::vector<Tensor>& v) {
+  nb::list l;
+  for (const Tensor& t : v) l.append(t);
+  return l;
+}
+
 // f(args...) with the GIL released.
 template <class F, class... A>
 auto release_call_t(F&& f, A&&... args) {
@@ -45,6 +52,7 @@ auto release_call_t(F&& f, A&&... args) {
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls);
+void bind_shape_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_optim(nb::module_& m);
 void bind_nn(nb::module_& m);

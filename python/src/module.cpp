@@ -111,6 +111,7 @@ NB_MODULE(_C, m) {
   bind_tensor(m, cls);
   bind_ops(m, cls);
   bind_more_ops(m, cls);
+  bind_shape_ops(m, cls);
   bind_autograd(m, cls);
   bind_optim(m);
   bind_nn(m);

@@ -36,6 +36,26 @@ void bind_nn(nb::module_& m) {
   });
   def_function<schemas::linear>(nm, &F::linear, release_gil());
   def_function<schemas::dropout>(nm, &F::dropout, release_gil());
+  // Activations (nn/activation.cpp).
+  def_function<schemas::elu>(nm, &F::elu, release_gil());
+  def_function<schemas::selu>(nm, &F::selu, release_gil());
+  def_function<schemas::celu>(nm, &F::celu, release_gil());
+  def_function<schemas::leaky_relu>(nm, &F::leaky_relu, release_gil());
+  def_function<schemas::prelu>(nm, &F::prelu, release_gil());
+  def_function<schemas::rrelu>(nm, &F::rrelu, release_gil());
+  def_function<schemas::hardtanh>(nm, &F::hardtanh, release_gil());
+  def_function<schemas::relu6>(nm, &F::relu6, release_gil());
+  def_function<schemas::hardsigmoid>(nm, &F::hardsigmoid, release_gil());
+  def_function<schemas::hardswish>(nm, &F::hardswish, release_gil());
+  def_function<schemas::mish>(nm, &F::mish, release_gil());
+  def_function<schemas::glu>(nm, &F::glu, release_gil());
+  def_function<schemas::log_sigmoid>(nm, &F::log_sigmoid, release_gil());
+  def_function<schemas::softsign>(nm, &F::softsign, release_gil());
+  def_function<schemas::softshrink>(nm, &F::softshrink, release_gil());
+  def_function<schemas::hardshrink>(nm, &F::hardshrink, release_gil());
+  def_function<schemas::tanhshrink>(nm, &F::tanhshrink, release_gil());
+  def_function<schemas::threshold>(nm, &F::threshold, release_gil());
+  def_function<schemas::softmin>(nm, &F::softmin, release_gil());
   def_function<schemas::embedding>(nm, [](const Tensor& i, const Tensor& w, std::optional<int64_t> p) {
     return embedding(w, i, p);
   }, release_gil());

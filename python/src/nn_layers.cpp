@@ -76,6 +76,14 @@ const std::map<std::string, Factory>& factories() {
       {"SiLU", [](const Args&) -> std::shared_ptr<nn::Module> { return make_shared<nn::SiLU>(); }},
       {"Tanh", [](const Args&) -> std::shared_ptr<nn::Module> { return make_shared<nn::Tanh>(); }},
       {"Sigmoid", [](const Args&) -> std::shared_ptr<nn::Module> { return make_shared<nn::Sigmoid>(); }},
+      {"Identity", [](const Args&) -> std::shared_ptr<nn::Module> { return make_shared<nn::Identity>(); }},
+      {"Flatten", [](const Args& a) -> std::shared_ptr<nn::Module> {
+         if (a.size() == 0) return make_shared<nn::Flatten>();
+         return make_shared<nn::Flatten>(a.get<int64_t>("start_dim"), a.get<int64_t>("end_dim"));
+       }},
+      {"Unflatten", [](const Args& a) -> std::shared_ptr<nn::Module> {
+         return make_shared<nn::Unflatten>(a.get<int64_t>("dim"), a.dims("unflattened_size"));
+       }},
       {"LinearCrossEntropyLoss", [](const Args& a) -> std::shared_ptr<nn::Module> {
          const int64_t in = a.get<int64_t>("in_features"), classes = a.get<int64_t>("num_classes");
          if (a.size() == 2) return make_shared<nn::LinearCrossEntropyLoss>(in, classes);

@@ -6,12 +6,6 @@
 namespace flambeau::python {
 namespace {
 
-nb::list to_list_of(const std::vector<Tensor>& v) {
-  nb::list l;
-  for (const Tensor& t : v) l.append(t);
-  return l;
-}
-
 // The method form of an in-place op fi(Tensor&, args...): runs without the GIL and
 // returns self's own Python object.
 template <class FI, class... A>

@@ -101,6 +101,17 @@ def _setitem(t, v):
 
 # name -> why flambeau's node differs from torch's (flambeau composes or fuses differently).
 DIFFERENT = {
+    **dict.fromkeys(["flip", "fliplr", "flipud", "roll", "roll_dims", "rot90", "rot90_k3", "tril", "tril_offset",
+                     "triu", "repeat", "tile", "repeat_interleave", "unbind", "narrow_copy", "diagonal",
+                     "diagonal_3d", "diag_embed", "diag", "diag_vector", "trace", "cartesian_prod", "kron",
+                     "block_diag"],
+                    "flambeau's shape ops are made of views, index_select, where, scatter and cat (ops/shape.cpp): "
+                    "the node is the last of them; torch has one backward per op"),
+    **dict.fromkeys(["elu", "selu", "celu", "leaky_relu", "prelu", "prelu_one_slope", "rrelu", "hardtanh", "relu6",
+                     "hardsigmoid", "hardswish", "mish", "glu", "glu_dim0", "log_sigmoid", "logsigmoid",
+                     "softshrink", "hardshrink", "threshold"],
+                    "flambeau's activations compose differentiable elementwise ops (nn/activation.cpp): the node "
+                    "is the last of them (where, clamp, mul, ...); torch has one fused kernel and backward"),
     "floor_divide": "torch records a NotImplemented node (no derivative); flambeau: DivBackward2 (zero gradient)",
     "matmul_2d_1d": "flambeau runs mm and squeezes (SqueezeBackward1); torch has a matrix-vector op (MvBackward0)",
     "matmul_3d_2d": "flambeau folds into mm and views the result (ViewBackward0); torch: UnsafeViewBackward0",

@@ -28,6 +28,7 @@ KNOWN_DIFFERENCES = {
     "linear_cross_entropy": "z_loss and chunk_size are flambeau's (torch 2.13 takes an options object); "
                             "flambeau.nn.functional's wrapper also takes ignore_index=None for -100, as torch",
     "sort": "torch's Python binding takes dim and descending positionally, as here (aten: keyword-only)",
+    **dict.fromkeys(["tril_indices", "triu_indices"], "dtype=None means int64 (torch's schema: dtype=long)"),
     "argsort": "torch's Python binding takes dim and descending positionally, as here (aten: keyword-only)",
 }
 
@@ -53,6 +54,11 @@ def python_signature(fn):
     return names, kw
 
 
+# Ops whose list argument Python takes as varargs, as torch's (torch.meshgrid(a, b),
+# x.repeat(2, 3)): the binding reads (*tensors, ...), later arguments keyword-only.
+VARARGS = {"meshgrid", "cartesian_prod", "block_diag", "repeat"}
+
+
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_binding_follows_the_schema(name):
     op = SCHEMAS[name]
@@ -60,6 +66,10 @@ def test_binding_follows_the_schema(name):
     expected = [(a["name"], literal(a["default"]) if a["default"] is not None else "<required>") for a in args]
     kwarg_only = [a["kwarg_only"] for a in args]
     kw = kwarg_only.index(True) if True in kwarg_only else None
+    if name in VARARGS:
+        star = 1 if op["method"] else 0
+        expected[star] = ("*" + expected[star][0], "<required>")
+        kw = None
     if op["functional"]:
         assert python_signature(getattr(fl._C._nn, name)) == (expected, kw)
         assert callable(getattr(fl.nn.functional, name))
@@ -134,6 +144,7 @@ HAND_BOUND = {
                      "uniform_", "xavier_normal_", "xavier_uniform_"],
                     "flambeau.nn.init (in _C._nn): initialisers filling a parameter in place, which torch writes "
                     "in Python"),
+    "logsigmoid": "torch.nn.functional's name for log_sigmoid (the schema's name, as in aten), an alias in Python",
     "linear_cross_entropy_reference": "test-only: the unfused composite linear_cross_entropy is checked against",
 }
 
@@ -212,7 +223,8 @@ def as_arrays(r):
 
 
 # Generated samples that torch refuses (so there is nothing to compare).
-TORCH_REJECTS = {("clamp", "required"), ("matmul", "required"), ("t", "required")} | {
+TORCH_REJECTS = {("clamp", "required"), ("matmul", "required"), ("t", "required"), ("diag", "required"),
+                 ("trace", "required")} | {
     (n, "keepdim=True") for n in ["sum", "mean", "prod", "max", "min"]}  # keepdim without a dim
 
 GENERATED = sorted(n for n, op in SCHEMAS.items() if generated_calls(op))

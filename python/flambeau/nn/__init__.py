@@ -1,4 +1,7 @@
 """flambeau.nn: modules, parameters, functional ops and initialisers, as torch.nn."""
 from . import attention, functional, init, parallel, utils  # noqa: F401
-from .modules import (GELU, Dropout, Embedding, LayerNorm, Linear, LinearCrossEntropyLoss, Module,  # noqa: F401
-                      ModuleDict, ModuleList, Parameter, ReLU, RMSNorm, Sequential, Sigmoid, SiLU, Tanh)
+from .modules import (CELU, ELU, GELU, GLU, SELU, Dropout, Embedding, Flatten, Hardshrink,  # noqa: F401
+                      Hardsigmoid, Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU, Linear,
+                      LinearCrossEntropyLoss, LogSigmoid, LogSoftmax, Mish, Module, ModuleDict, ModuleList,
+                      Parameter, PReLU, ReLU, ReLU6, RMSNorm, RReLU, Sequential, Sigmoid, SiLU, Softmax, Softmin,
+                      Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold, Unflatten)

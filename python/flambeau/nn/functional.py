@@ -25,16 +25,16 @@ def log_softmax(input, dim, dtype=None):
     return _C.log_softmax(input, dim, dtype)
 
 
-def relu(input):
-    return _C.relu(input)
+def relu(input, inplace=False):
+    return input.relu_() if inplace else _C.relu(input)
 
 
 def gelu(input, *, approximate="none"):
     return _C.gelu(input, approximate=approximate)
 
 
-def silu(input):
-    return _C.silu(input)
+def silu(input, inplace=False):
+    return input.silu_() if inplace else _C.silu(input)
 
 
 def sigmoid(input):
@@ -47,6 +47,91 @@ def tanh(input):
 
 def softplus(input, beta=1.0, threshold=20.0):
     return _C.softplus(input, beta, threshold)
+
+
+# Activations (C++: nn/activation.cpp; autograd through their elementwise ops).
+def _inplace_result(input, out, inplace):
+    """inplace=True: the C++ op wrote into input; return input's own object, as torch does."""
+    return input if inplace else out
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _inplace_result(input, _C._nn.elu(input, alpha, inplace), inplace)
+
+
+def selu(input, inplace=False):
+    return _inplace_result(input, _C._nn.selu(input, inplace), inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    return _inplace_result(input, _C._nn.celu(input, alpha, inplace), inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _inplace_result(input, _C._nn.leaky_relu(input, negative_slope, inplace), inplace)
+
+
+def prelu(input, weight):
+    return _C._nn.prelu(input, weight)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    return _inplace_result(input, _C._nn.rrelu(input, lower, upper, training, inplace), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return _inplace_result(input, _C._nn.hardtanh(input, min_val, max_val, inplace), inplace)
+
+
+def relu6(input, inplace=False):
+    return _inplace_result(input, _C._nn.relu6(input, inplace), inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    return _inplace_result(input, _C._nn.hardsigmoid(input, inplace), inplace)
+
+
+def hardswish(input, inplace=False):
+    return _inplace_result(input, _C._nn.hardswish(input, inplace), inplace)
+
+
+def mish(input, inplace=False):
+    return _inplace_result(input, _C._nn.mish(input, inplace), inplace)
+
+
+def glu(input, dim=-1):
+    return _C._nn.glu(input, dim)
+
+
+def log_sigmoid(input):
+    return _C._nn.log_sigmoid(input)
+
+
+logsigmoid = log_sigmoid  # torch's name for aten's log_sigmoid
+
+
+def softsign(input):
+    return _C._nn.softsign(input)
+
+
+def softshrink(input, lambd=0.5):
+    return _C._nn.softshrink(input, lambd)
+
+
+def hardshrink(input, lambd=0.5):
+    return _C._nn.hardshrink(input, lambd)
+
+
+def tanhshrink(input):
+    return _C._nn.tanhshrink(input)
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _inplace_result(input, _C._nn.threshold(input, threshold, value, inplace), inplace)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return _C._nn.softmin(input, dim, dtype)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

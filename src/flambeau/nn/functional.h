@@ -48,6 +48,35 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true, std::optio
 // x @ weight.T + bias.
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {});
 
+// ---- activations (torch.nn.functional's), written with differentiable ops: autograd
+// derives their gradients. inplace = true writes the result into x and returns x (an error
+// on a leaf that requires grad, as in torch).
+Tensor elu(const Tensor& x, double alpha = 1.0, bool inplace = false);
+Tensor selu(const Tensor& x, bool inplace = false);
+Tensor celu(const Tensor& x, double alpha = 1.0, bool inplace = false);
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01, bool inplace = false);
+// weight: one slope, or one per channel (x's dim 1).
+Tensor prelu(const Tensor& x, const Tensor& weight);
+// training: each negative element's slope drawn from U(lower, upper) (the default
+// generator); else the slope (lower + upper) / 2.
+Tensor rrelu(const Tensor& x, double lower = 1.0 / 8, double upper = 1.0 / 3, bool training = false,
+             bool inplace = false);
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0, bool inplace = false);
+Tensor relu6(const Tensor& x, bool inplace = false);
+Tensor hardsigmoid(const Tensor& x, bool inplace = false);
+Tensor hardswish(const Tensor& x, bool inplace = false);
+Tensor mish(const Tensor& x, bool inplace = false);
+// a * sigmoid(b), a and b the halves of x along dim.
+Tensor glu(const Tensor& x, int64_t dim = -1);
+Tensor log_sigmoid(const Tensor& x);  // torch.nn.functional.logsigmoid
+Tensor softsign(const Tensor& x);
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+Tensor tanhshrink(const Tensor& x);
+Tensor threshold(const Tensor& x, double threshold, double value, bool inplace = false);
+// softmax(-x); no dim: torch's implicit one (0 for 0-, 1- and 3-dim x, else 1).
+Tensor softmin(const Tensor& x, std::optional<int64_t> dim = {}, std::optional<DType> dtype = {});
+
 // ---- losses ----------------------------------------------------------------------------------
 // reduction: "mean", "sum" or "none" (anything else is a ValueError). The class dim of
 // input is 1 ([N, C], [N, C, d1, ...]) or 0 for a single sample [C].

@@ -120,6 +120,28 @@ class Sigmoid : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
+// Shape layers: the input itself; x.flatten(start_dim, end_dim); x.unflatten(dim, sizes).
+class Identity : public Module {
+ public:
+  Identity() : Module("Identity") {}
+  Tensor forward(const Tensor& x) override { return x; }
+};
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
+  int64_t start_dim, end_dim;
+};
+class Unflatten : public Module {
+ public:
+  Unflatten(int64_t dim, Dims unflattened_size)
+      : Module("Unflatten"), dim(dim), unflattened_size(std::move(unflattened_size)) {}
+  Tensor forward(const Tensor& x) override { return x.unflatten(dim, unflattened_size); }
+  int64_t dim;
+  Dims unflattened_size;
+};
+
 // Submodules in order, named "0", "1", ... (the base of Sequential and ModuleList).
 class ModuleSequence : public Module {
  public:

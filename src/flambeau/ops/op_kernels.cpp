@@ -100,6 +100,12 @@ Tensor scatter_add_(Tensor& t, int64_t dim, const Tensor& index, const Tensor& s
 }
 Tensor masked_fill_(Tensor& t, const Tensor& mask, const Tensor& value) { return flambeau::masked_fill_(t, mask, value); }
 
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset, std::optional<DType> dtype) {
+  return flambeau::tril_indices(row, col, offset, dtype.value_or(kInt64));
+}
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset, std::optional<DType> dtype) {
+  return flambeau::triu_indices(row, col, offset, dtype.value_or(kInt64));
+}
 }  // namespace adapt
 
 std::vector<std::pair<const OpSchema*, BoxedKernel>> builtin_kernels() {

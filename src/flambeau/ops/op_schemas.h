@@ -122,6 +122,35 @@
   X(copy_, "copy_(Tensor input, Tensor src) -> Tensor", Method, &adapt::copy_)                                       \
   X(fill_, "fill_(Tensor input, Scalar value) -> Tensor", Method, &adapt::fill_)                                     \
   X(zero_, "zero_(Tensor input) -> Tensor", Method, &adapt::zero_)                                                   \
+  /* shape ops (ops/shape.cpp) */                                                                                     \
+  X(flip, "flip(Tensor input, int[] dims) -> Tensor", Both, &flip)                                                    \
+  X(fliplr, "fliplr(Tensor input) -> Tensor", Both, &fliplr)                                                          \
+  X(flipud, "flipud(Tensor input) -> Tensor", Both, &flipud)                                                          \
+  X(roll, "roll(Tensor input, int[] shifts, int[] dims=[]) -> Tensor", Both, &roll)                                   \
+  X(rot90, "rot90(Tensor input, int k=1, int[] dims=[0, 1]) -> Tensor", Both, &rot90)                                 \
+  X(tril, "tril(Tensor input, int diagonal=0) -> Tensor", Both, &tril)                                                \
+  X(triu, "triu(Tensor input, int diagonal=0) -> Tensor", Both, &triu)                                                \
+  X(tril_indices, "tril_indices(int row, int col, int offset=0, *, ScalarType? dtype=None) -> Tensor", Function, &adapt::tril_indices)\
+  X(triu_indices, "triu_indices(int row, int col, int offset=0, *, ScalarType? dtype=None) -> Tensor", Function, &adapt::triu_indices)\
+  X(repeat, "repeat(Tensor input, int[] repeats) -> Tensor", Method, &repeat)                                         \
+  X(tile, "tile(Tensor input, int[] dims) -> Tensor", Both, &tile)                                                    \
+  X(repeat_interleave, "repeat_interleave(Tensor input, Tensor repeats, int? dim=None) -> Tensor", Both, &repeat_interleave)\
+  X(movedim, "movedim(Tensor input, int[] source, int[] destination) -> Tensor", Both, &movedim)                      \
+  X(moveaxis, "moveaxis(Tensor input, int[] source, int[] destination) -> Tensor", Both, &moveaxis)                   \
+  X(swapaxes, "swapaxes(Tensor input, int axis0, int axis1) -> Tensor", Both, &swapaxes)                              \
+  X(swapdims, "swapdims(Tensor input, int dim0, int dim1) -> Tensor", Both, &swapdims)                                \
+  X(unbind, "unbind(Tensor input, int dim=0) -> Tensor[]", Both, &unbind)                                             \
+  X(narrow_copy, "narrow_copy(Tensor input, int dim, int start, int length) -> Tensor", Both, &narrow_copy)           \
+  X(diagonal, "diagonal(Tensor input, int offset=0, int dim1=0, int dim2=1) -> Tensor", Both, &diagonal)              \
+  X(diag_embed, "diag_embed(Tensor input, int offset=0, int dim1=-2, int dim2=-1) -> Tensor", Both, &diag_embed)      \
+  X(diag, "diag(Tensor input, int diagonal=0) -> Tensor", Both, &diag)                                                \
+  X(trace, "trace(Tensor input) -> Tensor", Both, &trace)                                                             \
+  X(take_along_dim, "take_along_dim(Tensor input, Tensor indices, int? dim=None) -> Tensor", Both, &take_along_dim)   \
+  X(meshgrid, "meshgrid(Tensor[] tensors, *, str indexing=\"ij\") -> Tensor[]", Function, &meshgrid)                  \
+  X(cartesian_prod, "cartesian_prod(Tensor[] tensors) -> Tensor", Function, &cartesian_prod)                          \
+  X(kron, "kron(Tensor input, Tensor other) -> Tensor", Both, &kron)                                                  \
+  X(block_diag, "block_diag(Tensor[] tensors) -> Tensor", Function, &block_diag)                                      \
+  X(bucketize, "bucketize(Tensor input, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor", Function, &bucketize)\
   /* joining and splitting */                                                                                        \
   X(split, "split(Tensor tensor, int[] split_size_or_sections, int dim=0) -> Tensor[]", Both, &adapt::split)         \
   X(cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", Function, &cat)                                               \
@@ -137,6 +166,39 @@
     Functional, &nn::functional::rms_norm)                                                                           \
   X(dropout, "dropout(Tensor input, float p=0.5, bool training=True, Generator? generator=None) -> Tensor",          \
     Functional, &nn::functional::dropout)                                                                            \
+  /* activations (nn/activation.cpp) */                                                                              \
+  X(elu, "elu(Tensor input, float alpha=1.0, bool inplace=False) -> Tensor", Functional, &nn::functional::elu)       \
+  X(selu, "selu(Tensor input, bool inplace=False) -> Tensor", Functional, &nn::functional::selu)                     \
+  X(celu, "celu(Tensor input, float alpha=1.0, bool inplace=False) -> Tensor", Functional, &nn::functional::celu)    \
+  X(leaky_relu,                                                                                                      \
+    "leaky_relu(Tensor input, float negative_slope=0.01, bool inplace=False) -> Tensor",                             \
+    Functional, &nn::functional::leaky_relu)                                                                         \
+  X(prelu, "prelu(Tensor input, Tensor weight) -> Tensor", Functional, &nn::functional::prelu)                       \
+  X(rrelu,                                                                                                           \
+    "rrelu(Tensor input, float lower=0.125, float upper=0.3333333333333333, "                                        \
+    "bool training=False, bool inplace=False) -> Tensor",                                                            \
+    Functional, &nn::functional::rrelu)                                                                              \
+  X(hardtanh,                                                                                                        \
+    "hardtanh(Tensor input, float min_val=-1.0, float max_val=1.0, bool inplace=False) -> Tensor",                   \
+    Functional, &nn::functional::hardtanh)                                                                           \
+  X(relu6, "relu6(Tensor input, bool inplace=False) -> Tensor", Functional, &nn::functional::relu6)                  \
+  X(hardsigmoid,                                                                                                     \
+    "hardsigmoid(Tensor input, bool inplace=False) -> Tensor",                                                       \
+    Functional, &nn::functional::hardsigmoid)                                                                        \
+  X(hardswish, "hardswish(Tensor input, bool inplace=False) -> Tensor", Functional, &nn::functional::hardswish)      \
+  X(mish, "mish(Tensor input, bool inplace=False) -> Tensor", Functional, &nn::functional::mish)                     \
+  X(glu, "glu(Tensor input, int dim=-1) -> Tensor", Functional, &nn::functional::glu)                                \
+  X(log_sigmoid, "log_sigmoid(Tensor input) -> Tensor", Functional, &nn::functional::log_sigmoid)                    \
+  X(softsign, "softsign(Tensor input) -> Tensor", Functional, &nn::functional::softsign)                             \
+  X(softshrink, "softshrink(Tensor input, float lambd=0.5) -> Tensor", Functional, &nn::functional::softshrink)      \
+  X(hardshrink, "hardshrink(Tensor input, float lambd=0.5) -> Tensor", Functional, &nn::functional::hardshrink)      \
+  X(tanhshrink, "tanhshrink(Tensor input) -> Tensor", Functional, &nn::functional::tanhshrink)                       \
+  X(threshold,                                                                                                       \
+    "threshold(Tensor input, float threshold, float value, bool inplace=False) -> Tensor",                           \
+    Functional, &nn::functional::threshold)                                                                          \
+  X(softmin,                                                                                                         \
+    "softmin(Tensor input, int? dim=None, ScalarType? dtype=None) -> Tensor",                                        \
+    Functional, &nn::functional::softmin)                                                                            \
   X(embedding, "embedding(Tensor input, Tensor weight, int? padding_idx=None) -> Tensor", Functional,               \
     &adapt::embedding)                                                                                               \
   X(one_hot, "one_hot(Tensor input, int num_classes=-1) -> Tensor", Functional, &one_hot)                            \

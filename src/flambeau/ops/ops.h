@@ -153,6 +153,45 @@ std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted = true, b
 // Insertion points of values in sorted_sequence (1-D, or N-D sharing values' leading dims).
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
 
+// ---- shape ops (ops/shape.cpp; differentiable through the ops they are made of) -------
+Tensor flip(const Tensor& t, const Dims& dims);
+Tensor fliplr(const Tensor& t);  // flip dim 1
+Tensor flipud(const Tensor& t);  // flip dim 0
+// dims empty: roll the flattened tensor (one shift).
+Tensor roll(const Tensor& t, const Dims& shifts, const Dims& dims = {});
+Tensor rot90(const Tensor& t, int64_t k = 1, const Dims& dims = {0, 1});
+// Zero outside the triangle of the last two dims: column - row <= diagonal (tril), >= (triu).
+Tensor tril(const Tensor& t, int64_t diagonal = 0);
+Tensor triu(const Tensor& t, int64_t diagonal = 0);
+// [2, n]: the rows and columns of the triangle's elements, row-major.
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, DType dtype = kInt64);
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, DType dtype = kInt64);
+Tensor repeat(const Tensor& t, const Dims& repeats);  // Tensor.repeat: repeats.size() >= dim
+Tensor tile(const Tensor& t, const Dims& dims);        // dims padded with leading 1s
+// repeats: one count (0- or 1-element) or one per element along dim; no dim: flattened.
+Tensor repeat_interleave(const Tensor& t, const Tensor& repeats, std::optional<int64_t> dim = {});
+Tensor movedim(const Tensor& t, const Dims& source, const Dims& destination);
+Tensor moveaxis(const Tensor& t, const Dims& source, const Dims& destination);
+Tensor swapaxes(const Tensor& t, int64_t axis0, int64_t axis1);
+Tensor swapdims(const Tensor& t, int64_t dim0, int64_t dim1);
+std::vector<Tensor> unbind(const Tensor& t, int64_t dim = 0);  // views
+Tensor narrow_copy(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+// A view: dims dim1 and dim2 removed, their diagonal (shifted by offset) appended last.
+Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+// The last dim of t on the diagonals of new dims dim1, dim2 (size n + |offset|), zeros elsewhere.
+Tensor diag_embed(const Tensor& t, int64_t offset = 0, int64_t dim1 = -2, int64_t dim2 = -1);
+Tensor diag(const Tensor& t, int64_t diagonal = 0);  // vector -> matrix, matrix -> its diagonal (a copy)
+Tensor trace(const Tensor& t);
+// dim: gather along dim after broadcasting the other dims; none: on the flattened tensors.
+Tensor take_along_dim(const Tensor& t, const Tensor& indices, std::optional<int64_t> dim = {});
+// indexing "ij" (matrix) or "xy" (Cartesian: first two dims swapped); expanded views.
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing = "ij");
+Tensor cartesian_prod(const std::vector<Tensor>& tensors);
+Tensor kron(const Tensor& a, const Tensor& b);
+Tensor block_diag(const std::vector<Tensor>& tensors);
+// The bucket of each input value among sorted 1-D boundaries (searchsorted(boundaries, input)).
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32 = false, bool right = false);
+
 // ---- indexing ---------------------------------------------------------------------------
 // Every index is checked before anything is written: "[gather] index 7 is out of bounds
 // for dimension 1 with size 5". Index tensors are int64 (index_select, index_add/copy/fill,

@@ -1,7 +1,10 @@
 """flambeau.nn.modules (as torch.nn.modules): Module and its hooks (module.py), the
-containers (container.py) and the layers (layers.py)."""
+containers (container.py), the layers (layers.py) and the activations (activation.py)."""
 from . import module  # noqa: F401
+from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,  # noqa: F401
+                         LogSigmoid, LogSoftmax, Mish, PReLU, ReLU6, RReLU, SELU, Softmax, Softmin, Softplus,
+                         Softshrink, Softsign, Tanhshrink, Threshold)
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
-from .layers import (GELU, Dropout, Embedding, LayerNorm, Linear, LinearCrossEntropyLoss, ReLU, RMSNorm,  # noqa: F401
-                     Sigmoid, SiLU, Tanh)
+from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear,  # noqa: F401
+                     LinearCrossEntropyLoss, ReLU, RMSNorm, Sigmoid, SiLU, Tanh, Unflatten)
 from .module import Module, Parameter  # noqa: F401

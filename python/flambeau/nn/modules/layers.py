@@ -138,22 +138,66 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-def _activation(name, fn):
+def _activation(name, fn, inplace_form=None):
+    """A C++ activation layer; inplace_form: its in-place method name, for torch's inplace=."""
     class Act(Module):
-        def __init__(self):
+        def __init__(self, inplace=False):
             super().__init__()
+            if inplace and inplace_form is None:
+                raise TypeError(f"{name}.__init__() got an unexpected keyword argument 'inplace'")
+            self.inplace = inplace
             _build(self, name)
 
         def forward(self, x):
-            return fn(x)
+            return getattr(x, inplace_form)() if self.inplace else fn(x)
+
+        def extra_repr(self):
+            return "inplace=True" if self.inplace else ""
     Act.__name__ = Act.__qualname__ = name
     return Act
 
 
-ReLU = _activation("ReLU", _C.relu)
-SiLU = _activation("SiLU", _C.silu)
+ReLU = _activation("ReLU", _C.relu, "relu_")
+SiLU = _activation("SiLU", _C.silu, "silu_")
 Tanh = _activation("Tanh", _C.tanh)
 Sigmoid = _activation("Sigmoid", _C.sigmoid)
+
+
+class Identity(Module):
+    """Returns its input; takes (and ignores) any arguments, as torch's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        _build(self, "Identity")
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+        _build(self, "Flatten", start_dim=start_dim, end_dim=end_dim)
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+        _build(self, "Unflatten", dim=dim, unflattened_size=self.unflattened_size)
+
+    def forward(self, x):
+        return x.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class GELU(Module):

@@ -1,0 +1,86 @@
+// flambeau.<op> functions and Tensor methods of ops/shape.cpp: flips, rolls, triangles,
+// tiling, diagonals, meshgrids. Functions torch takes *tensors for (meshgrid, cartesian_prod,
+// block_diag) and Tensor.repeat(*sizes) take varargs or one sequence, as torch's.
+#include "bindings.h"
+#include "def_op.h"
+
+namespace flambeau::python {
+namespace {
+
+// The tensors of f(a, b, c) or f([a, b, c]).
+std::vector<Tensor> tensors_from_args(const nb::args& args) {
+  nb::handle seq = args;
+  if (args.size() == 1 && (PyList_Check(args[0].ptr()) || PyTuple_Check(args[0].ptr()))) seq = args[0];
+  std::vector<Tensor> out;
+  for (nb::handle h : seq) out.push_back(nb::cast<Tensor>(h));
+  return out;
+}
+
+// repeats: an int (one count) or an integer tensor.
+Tensor repeats_from(nb::handle h) {
+  int64_t n;
+  if (nb::try_cast<int64_t>(h, n)) return full({}, Scalar(n), kInt64);
+  return nb::cast<Tensor>(h);
+}
+
+}  // namespace
+
+void bind_shape_ops(nb::module_& m, nb::class_<Tensor>& cls) {
+  def_op<schemas::flip>(m, cls, [](const Tensor& t, nb::handle dims) { return flip(t, dims_from(dims)); });
+  def_op<schemas::fliplr>(m, cls, [](const Tensor& t) { return fliplr(t); }, release_gil());
+  def_op<schemas::flipud>(m, cls, [](const Tensor& t) { return flipud(t); }, release_gil());
+  def_op<schemas::roll>(m, cls, [](const Tensor& t, nb::handle shifts, nb::handle dims) {
+    return release_call_t(roll, t, dims_from(shifts), dims_from(dims));
+  });
+  def_op<schemas::rot90>(m, cls, [](const Tensor& t, int64_t k, nb::handle dims) {
+    return release_call_t(rot90, t, k, dims_from(dims));
+  });
+  def_op<schemas::tril>(m, cls, [](const Tensor& t, int64_t k) { return tril(t, k); }, release_gil());
+  def_op<schemas::triu>(m, cls, [](const Tensor& t, int64_t k) { return triu(t, k); }, release_gil());
+  def_op<schemas::tril_indices>(m, cls, [](int64_t r, int64_t c, int64_t k, std::optional<DType> dtype) {
+    return tril_indices(r, c, k, dtype.value_or(kInt64));
+  }, release_gil());
+  def_op<schemas::triu_indices>(m, cls, [](int64_t r, int64_t c, int64_t k, std::optional<DType> dtype) {
+    return triu_indices(r, c, k, dtype.value_or(kInt64));
+  }, release_gil());
+  cls.def("repeat", [](const Tensor& t, nb::args repeats) { return release_call_t(repeat, t, dims_from_args(repeats)); },
+          "repeats"_a);
+  def_op<schemas::tile>(m, cls, [](const Tensor& t, nb::handle dims) { return release_call_t(tile, t, dims_from(dims)); });
+  def_op<schemas::repeat_interleave>(m, cls, [](const Tensor& t, nb::handle repeats, std::optional<int64_t> dim) {
+    return release_call_t(repeat_interleave, t, repeats_from(repeats), dim);
+  });
+  def_op<schemas::movedim>(m, cls, [](const Tensor& t, nb::handle src, nb::handle dst) {
+    return movedim(t, dims_from(src), dims_from(dst));
+  });
+  def_op<schemas::moveaxis>(m, cls, [](const Tensor& t, nb::handle src, nb::handle dst) {
+    return moveaxis(t, dims_from(src), dims_from(dst));
+  });
+  def_op<schemas::swapaxes>(m, cls, [](const Tensor& t, int64_t a, int64_t b) { return swapaxes(t, a, b); });
+  def_op<schemas::swapdims>(m, cls, [](const Tensor& t, int64_t a, int64_t b) { return swapdims(t, a, b); });
+  def_op<schemas::unbind>(m, cls, [](const Tensor& t, int64_t dim) { return nb::tuple(to_list_of(unbind(t, dim))); });
+  def_op<schemas::narrow_copy>(m, cls, [](const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+    return narrow_copy(t, dim, start, length);
+  }, release_gil());
+  def_op<schemas::diagonal>(m, cls, [](const Tensor& t, int64_t offset, int64_t d1, int64_t d2) {
+    return diagonal(t, offset, d1, d2);
+  });
+  def_op<schemas::diag_embed>(m, cls, [](const Tensor& t, int64_t offset, int64_t d1, int64_t d2) {
+    return diag_embed(t, offset, d1, d2);
+  }, release_gil());
+  def_op<schemas::diag>(m, cls, [](const Tensor& t, int64_t k) { return diag(t, k); }, release_gil());
+  def_op<schemas::trace>(m, cls, [](const Tensor& t) { return trace(t); }, release_gil());
+  def_op<schemas::take_along_dim>(m, cls, [](const Tensor& t, const Tensor& i, std::optional<int64_t> dim) {
+    return take_along_dim(t, i, dim);
+  }, release_gil());
+  def_op<schemas::kron>(m, cls, [](const Tensor& a, const Tensor& b) { return kron(a, b); }, release_gil());
+  def_op<schemas::bucketize>(m, cls, [](const Operand& input, const Tensor& b, bool out_int32, bool right) {
+    return bucketize(input.t, b, out_int32, right);
+  }, release_gil());
+  m.def("meshgrid", [](nb::args tensors, std::optional<std::string> indexing) {
+    return nb::tuple(to_list_of(meshgrid(tensors_from_args(tensors), indexing.value_or("ij"))));
+  }, "tensors"_a, "indexing"_a = "ij");
+  m.def("cartesian_prod", [](nb::args tensors) { return cartesian_prod(tensors_from_args(tensors)); }, "tensors"_a);
+  m.def("block_diag", [](nb::args tensors) { return block_diag(tensors_from_args(tensors)); }, "tensors"_a);
+}
+
+}  // namespace flambeau::python
