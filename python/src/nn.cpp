@@ -36,6 +36,7 @@ void bind_nn(nb::module_& m) {
   });
   def_function<schemas::linear>(nm, &F::linear, release_gil());
   def_function<schemas::dropout>(nm, &F::dropout, release_gil());
+  def_function<schemas::normalize>(nm, &F::normalize, release_gil());
   // Activations (nn/activation.cpp).
   def_function<schemas::elu>(nm, &F::elu, release_gil());
   def_function<schemas::selu>(nm, &F::selu, release_gil());

@@ -1,6 +1,7 @@
-// flambeau.<op> functions and Tensor methods of ops/shape.cpp: flips, rolls, triangles,
-// tiling, diagonals, meshgrids. Functions torch takes *tensors for (meshgrid, cartesian_prod,
-// block_diag) and Tensor.repeat(*sizes) take varargs or one sequence, as torch's.
+// flambeau.<op> functions and Tensor methods of ops/shape.cpp (flips, rolls, triangles,
+// tiling, diagonals, meshgrids) and ops/math.cpp. The functions torch takes *tensors for
+// (meshgrid, cartesian_prod, block_diag) and Tensor.repeat(*sizes) take varargs or one
+// sequence, as torch's.
 #include "bindings.h"
 #include "def_op.h"
 
@@ -76,6 +77,19 @@ void bind_shape_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   def_op<schemas::bucketize>(m, cls, [](const Operand& input, const Tensor& b, bool out_int32, bool right) {
     return bucketize(input.t, b, out_int32, right);
   }, release_gil());
+  // Math.
+  def_op<schemas::isposinf>(m, cls, [](const Tensor& t) { return isposinf(t); }, release_gil());
+  def_op<schemas::isneginf>(m, cls, [](const Tensor& t) { return isneginf(t); }, release_gil());
+  def_op<schemas::nan_to_num>(m, cls, &nan_to_num, release_gil());
+  def_op<schemas::logaddexp>(m, cls, [](const Tensor& a, const Operand& b) { return logaddexp(a, b.t); },
+                             release_gil());
+  def_op<schemas::logaddexp2>(m, cls, [](const Tensor& a, const Operand& b) { return logaddexp2(a, b.t); },
+                              release_gil());
+  def_op<schemas::bincount>(m, cls, &bincount, release_gil());
+  def_op<schemas::histc>(m, cls, &histc, release_gil());
+  def_op<schemas::cosine_similarity>(m, cls, &cosine_similarity, release_gil());
+  def_op<schemas::pairwise_distance>(m, cls, &pairwise_distance, release_gil());
+  def_op<schemas::cdist>(m, cls, &cdist, release_gil());
   m.def("meshgrid", [](nb::args tensors, std::optional<std::string> indexing) {
     return nb::tuple(to_list_of(meshgrid(tensors_from_args(tensors), indexing.value_or("ij"))));
   }, "tensors"_a, "indexing"_a = "ij");

@@ -1,6 +1,7 @@
 // The shape ops of ops/shape.cpp against reference loops (every layout and dtype: they move
 // data only, so results are bitwise) and the activations of nn/activation.cpp against their
 // formulas; errors name the op.
+#include <cfloat>
 #include <cmath>
 
 #include "flambeau/nn/functional.h"
@@ -100,6 +101,21 @@ TEST(Activations, MatchTheirFormulas) {
   EXPECT_TRUE(bitwise_equal(y, F::leaky_relu(x, 0.1)));  // written in place
   EXPECT_TRUE(contains(error_of<ValueError>([&] { F::glu(zeros({3, 5})); }), "[glu] Halving dimension must be even"));
   EXPECT_TRUE(contains(error_of<ValueError>([&] { F::hardtanh(x, 1, -1); }), "[hardtanh]"));
+}
+
+TEST(MathOps, SpecialValuesAndCounts) {
+  const double inf = INFINITY, nan = NAN;
+  const Tensor x = from_vector<double>({inf, -inf, nan, -0.0, 2.5}, Dims{5});
+  EXPECT_EQ(values(nan_to_num(x, 1.0, 2.0, -3.0)), (std::vector<double>{2.0, -3.0, 1.0, -0.0, 2.5}));
+  EXPECT_EQ(values(nan_to_num(x.to(kFloat32)))[0], double(FLT_MAX));
+  EXPECT_EQ(values(isposinf(x)), (std::vector<double>{1, 0, 0, 0, 0}));
+  const Tensor a = from_vector<double>({inf, -inf, 0.0, 1000.0}, Dims{4});
+  const Tensor b = from_vector<double>({inf, -inf, 0.0, 1000.0}, Dims{4});
+  EXPECT_EQ(values(logaddexp(a, b)), (std::vector<double>{inf, -inf, std::log(2.0), 1000.0 + std::log(2.0)}));
+  EXPECT_EQ(values(logaddexp2(a, b)), (std::vector<double>{inf, -inf, 1.0, 1001.0}));
+  EXPECT_EQ(values(bincount(from_vector<int64_t>({3, 0, 3}, Dims{3}))), (std::vector<double>{1, 0, 0, 2}));
+  EXPECT_EQ(values(histc(from_vector<float>({0, 1, 2, 3, 9}, Dims{5}), 3, 0, 3)), (std::vector<double>{1, 1, 2}));
+  EXPECT_TRUE(contains(error_of<ValueError>([&] { bincount(from_vector<int64_t>({-1}, Dims{1})); }), "[bincount]"));
 }
 
 }  // namespace

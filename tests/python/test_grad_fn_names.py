@@ -101,6 +101,10 @@ def _setitem(t, v):
 
 # name -> why flambeau's node differs from torch's (flambeau composes or fuses differently).
 DIFFERENT = {
+    **dict.fromkeys(["nan_to_num", "logaddexp", "logaddexp2", "pairwise_distance", "cdist"],
+                    "composed of where / norm (ops/math.cpp, nn/distance.cpp); torch has one backward per op"),
+    "bincount": "torch records a NotImplemented node for weights that require grad; flambeau records none "
+                "(neither has a derivative)",
     **dict.fromkeys(["flip", "fliplr", "flipud", "roll", "roll_dims", "rot90", "rot90_k3", "tril", "tril_offset",
                      "triu", "repeat", "tile", "repeat_interleave", "unbind", "narrow_copy", "diagonal",
                      "diagonal_3d", "diag_embed", "diag", "diag_vector", "trace", "cartesian_prod", "kron",

@@ -194,6 +194,18 @@ CASES = {
     "kron": lambda L, x: L.kron(x[:2, :3], x),
     "block_diag": lambda L, x: L.block_diag(x, x[0, :2], x[:2, :3]),
     "bucketize": lambda L, x: L.bucketize(x, T(L, np.array([-1.0, 0.0, 0.5], dtype=np.float32)), right=True),
+    # Math (ops/math.cpp, nn/distance.cpp).
+    "isposinf": lambda L, x: L.isposinf(x / (x > 0.5)),
+    "isneginf": lambda L, x: (x / (x > 0.5)).isneginf(),
+    "nan_to_num": lambda L, x: L.nan_to_num(L.log(x) / (x > 0.5), posinf=7.0),
+    "logaddexp": lambda L, x: L.logaddexp(x, x * 3 - 1),
+    "logaddexp2": lambda L, x: x.logaddexp2(x * 3 - 1),
+    "bincount": lambda L, x: L.bincount(T(L, IDX[0]), weights=x[0]),
+    "histc": lambda L, x: L.histc(x, bins=6),
+    "cosine_similarity": lambda L, x: L.nn.functional.cosine_similarity(x, x * x, dim=0),
+    "pairwise_distance": lambda L, x: L.nn.functional.pairwise_distance(x, x[:1] * 2, p=3.0),
+    "cdist": lambda L, x: L.cdist(x, x[:3] + 1, p=1.0),
+    "normalize": lambda L, x: L.nn.functional.normalize(x, dim=0),
 }
 
 

@@ -191,3 +191,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """softmax(q k^T * scale + mask) v, by a tiled kernel that never builds the score matrix."""
     return _C._nn.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
                                                enable_gqa=enable_gqa)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(||input||_p along dim, eps)."""
+    if out is not None:
+        raise TypeError("normalize: out= is not supported")
+    return _C._nn.normalize(input, p, dim, eps)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    return _C.cosine_similarity(x1, x2, dim, eps)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return _C.pairwise_distance(x1, x2, p, eps, keepdim)

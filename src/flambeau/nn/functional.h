@@ -77,6 +77,9 @@ Tensor threshold(const Tensor& x, double threshold, double value, bool inplace =
 // softmax(-x); no dim: torch's implicit one (0 for 0-, 1- and 3-dim x, else 1).
 Tensor softmin(const Tensor& x, std::optional<int64_t> dim = {}, std::optional<DType> dtype = {});
 
+// x / max(||x||_p along dim, eps).
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+
 // ---- losses ----------------------------------------------------------------------------------
 // reduction: "mean", "sum" or "none" (anything else is a ValueError). The class dim of
 // input is 1 ([N, C], [N, C, d1, ...]) or 0 for a single sample [C].

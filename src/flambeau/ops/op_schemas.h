@@ -151,6 +151,17 @@
   X(kron, "kron(Tensor input, Tensor other) -> Tensor", Both, &kron)                                                  \
   X(block_diag, "block_diag(Tensor[] tensors) -> Tensor", Function, &block_diag)                                      \
   X(bucketize, "bucketize(Tensor input, Tensor boundaries, *, bool out_int32=False, bool right=False) -> Tensor", Function, &bucketize)\
+  /* math (ops/math.cpp, nn/distance.cpp) */                                                                          \
+  X(isposinf, "isposinf(Tensor input) -> Tensor", Both, &isposinf)                                                    \
+  X(isneginf, "isneginf(Tensor input) -> Tensor", Both, &isneginf)                                                    \
+  X(nan_to_num, "nan_to_num(Tensor input, float? nan=None, float? posinf=None, float? neginf=None) -> Tensor", Both, &nan_to_num)\
+  X(logaddexp, "logaddexp(Tensor input, Tensor other) -> Tensor", Both, &logaddexp)                                   \
+  X(logaddexp2, "logaddexp2(Tensor input, Tensor other) -> Tensor", Both, &logaddexp2)                                \
+  X(bincount, "bincount(Tensor input, Tensor? weights=None, int minlength=0) -> Tensor", Both, &bincount)             \
+  X(histc, "histc(Tensor input, int bins=100, Scalar min=0, Scalar max=0) -> Tensor", Both, &histc)                   \
+  X(cosine_similarity, "cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor", Function, &cosine_similarity)\
+  X(pairwise_distance, "pairwise_distance(Tensor x1, Tensor x2, float p=2.0, float eps=1e-06, bool keepdim=False) -> Tensor", Function, &pairwise_distance)\
+  X(cdist, "cdist(Tensor x1, Tensor x2, float p=2.0) -> Tensor", Function, &cdist)                                    \
   /* joining and splitting */                                                                                        \
   X(split, "split(Tensor tensor, int[] split_size_or_sections, int dim=0) -> Tensor[]", Both, &adapt::split)         \
   X(cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", Function, &cat)                                               \
@@ -199,6 +210,8 @@
   X(softmin,                                                                                                         \
     "softmin(Tensor input, int? dim=None, ScalarType? dtype=None) -> Tensor",                                        \
     Functional, &nn::functional::softmin)                                                                            \
+  X(normalize, "normalize(Tensor input, float p=2.0, int dim=1, float eps=1e-12) -> Tensor", Functional,           \
+    &nn::functional::normalize)                                                                                      \
   X(embedding, "embedding(Tensor input, Tensor weight, int? padding_idx=None) -> Tensor", Functional,               \
     &adapt::embedding)                                                                                               \
   X(one_hot, "one_hot(Tensor input, int num_classes=-1) -> Tensor", Functional, &one_hot)                            \

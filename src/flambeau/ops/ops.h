@@ -192,6 +192,25 @@ Tensor block_diag(const std::vector<Tensor>& tensors);
 // The bucket of each input value among sorted 1-D boundaries (searchsorted(boundaries, input)).
 Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32 = false, bool right = false);
 
+// ---- math (ops/math.cpp; distances in nn/distance.cpp) --------------------------------
+Tensor isposinf(const Tensor& t);
+Tensor isneginf(const Tensor& t);
+// NaN -> nan (0), +inf -> posinf, -inf -> neginf (default: the dtype's largest finite values).
+Tensor nan_to_num(const Tensor& t, std::optional<double> nan = {}, std::optional<double> posinf = {},
+                  std::optional<double> neginf = {});
+Tensor logaddexp(const Tensor& a, const Tensor& b);   // log(exp(a) + exp(b))
+Tensor logaddexp2(const Tensor& a, const Tensor& b);  // log2(2^a + 2^b)
+// Occurrences of each value of a 1-D non-negative integer tensor (or their summed weights).
+Tensor bincount(const Tensor& t, const std::optional<Tensor>& weights = {}, int64_t minlength = 0);
+// bins equal-width bins over [min, max] (min == max: the data's range); values outside ignored.
+Tensor histc(const Tensor& t, int64_t bins = 100, Scalar min = 0, Scalar max = 0);
+// Cosine of the angle between x1 and x2 along dim (each norm clamped to eps); broadcasts.
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+// ||x1 - x2 + eps||_p over the last dim.
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
+// [..., P, M] x [..., R, M] -> [..., P, R]: the p-norm distance of every pair of rows.
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
+
 // ---- indexing ---------------------------------------------------------------------------
 // Every index is checked before anything is written: "[gather] index 7 is out of bounds
 // for dimension 1 with size 5". Index tensors are int64 (index_select, index_add/copy/fill,
