@@ -226,18 +226,24 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     }
     return values_indices(r);
   });
-  def_op<schemas::unique>(m, cls, [](const Tensor& t, bool sorted, bool return_inverse, bool return_counts) -> nb::object {
-    std::tuple<Tensor, Tensor, Tensor> r;
-    {
-      nb::gil_scoped_release release;
-      r = unique(t, sorted, return_inverse, return_counts);
-    }
+  // unique's results as torch returns them: the values alone, or a tuple with the inverse and/or counts.
+  auto unique_result = [](const std::tuple<Tensor, Tensor, Tensor>& r, bool return_inverse,
+                          bool return_counts) -> nb::object {
     if (!return_inverse && !return_counts) return nb::cast(std::get<0>(r));
     nb::list out;
     out.append(std::get<0>(r));
     if (return_inverse) out.append(std::get<1>(r));
     if (return_counts) out.append(std::get<2>(r));
     return nb::tuple(out);
+  };
+  def_op<schemas::unique>(m, cls, [=](const Tensor& t, bool sorted, bool return_inverse, bool return_counts) {
+    return unique_result(release_call_t(unique, t, sorted, return_inverse, return_counts), return_inverse,
+                         return_counts);
+  });
+  def_op<schemas::unique_consecutive>(m, cls, [=](const Tensor& t, bool return_inverse, bool return_counts,
+                                                  std::optional<int64_t> dim) {
+    return unique_result(release_call_t(unique_consecutive, t, return_inverse, return_counts, dim), return_inverse,
+                         return_counts);
   });
   def_op<schemas::searchsorted>(m, cls, [](const Tensor& s, const Operand& v, bool right) {
     return searchsorted(s, v.t, right);

@@ -103,6 +103,8 @@ def _setitem(t, v):
 DIFFERENT = {
     **dict.fromkeys(["nan_to_num", "logaddexp", "logaddexp2", "pairwise_distance", "cdist"],
                     "composed of where / norm (ops/math.cpp, nn/distance.cpp); torch has one backward per op"),
+    "unique_consecutive": "flambeau's values are an index_select of the input (differentiable); torch records "
+                          "UniqueConsecutiveBackward0, which has no derivative",
     "bincount": "torch records a NotImplemented node for weights that require grad; flambeau records none "
                 "(neither has a derivative)",
     **dict.fromkeys(["flip", "fliplr", "flipud", "roll", "roll_dims", "rot90", "rot90_k3", "tril", "tril_offset",

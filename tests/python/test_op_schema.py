@@ -23,6 +23,8 @@ KNOWN_DIFFERENCES = {
     "std": "one Python function for torch's three overloads (unbiased positional, correction keyword-only)",
     "unique": "torch.unique is a Python wrapper taking (*args, **kwargs); its documented signature "
               "(input, sorted=True, return_inverse=False, return_counts=False, dim=None) is ours without dim",
+    "unique_consecutive": "torch.unique_consecutive is a Python wrapper taking (*args, **kwargs); its documented "
+                          "signature (input, return_inverse=False, return_counts=False, dim=None) is ours",
     "norm": "torch's default p='fro' equals p=2 on the reduced elements; flambeau's p is a number (2.0)",
     "dropout": "flambeau's dropout takes a generator; torch's F.dropout an inplace flag",
     "linear_cross_entropy": "z_loss and chunk_size are flambeau's (torch 2.13 takes an options object); "

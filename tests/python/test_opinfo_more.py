@@ -206,6 +206,11 @@ CASES = {
     "pairwise_distance": lambda L, x: L.nn.functional.pairwise_distance(x, x[:1] * 2, p=3.0),
     "cdist": lambda L, x: L.cdist(x, x[:3] + 1, p=1.0),
     "normalize": lambda L, x: L.nn.functional.normalize(x, dim=0),
+    "unique_consecutive": lambda L, x: tuple(L.unique_consecutive((x * 2).round().flatten(), return_inverse=True,
+                                                                  return_counts=True)),
+    "unique_consecutive_dim": lambda L, x: tuple(L.unique_consecutive(
+        T(L, np.array([[1, 1, 2, 2, 2, 1], [3, 3, 0, 0, 0, 3]])), return_counts=True, dim=1)),
+    "unique_consecutive_values": lambda L, x: T(L, INTS).unique_consecutive(),
 }
 
 

@@ -104,3 +104,15 @@ def test_bad_input_names_the_op_and_the_shapes(call, error, words):
     for w in words:
         assert w in str(info.value), (w, str(info.value))
     np.testing.assert_array_equal(x.numpy(), X)
+
+
+def test_unique_consecutive_edges():
+    v, inv, cnt = fl.unique_consecutive(fl.tensor([], dtype=fl.int64), return_inverse=True, return_counts=True)
+    assert v.shape == (0,) and inv.shape == (0,) and cnt.shape == (0,)
+    nan = float("nan")
+    v, cnt = fl.unique_consecutive(fl.tensor([nan, nan, 1.0, 1.0, -0.0, 0.0]), return_counts=True)
+    assert cnt.tolist() == [1, 1, 2, 2]  # NaN differs from NaN; -0.0 equals 0.0 (IEEE comparison)
+    big = fl.tensor([2**62 + 1, 2**62, 2**62])  # compared as int64, not through double
+    assert fl.unique_consecutive(big).tolist() == [2**62 + 1, 2**62]
+    with pytest.raises(IndexError):
+        fl.unique_consecutive(fl.ones(2, 2), dim=2)

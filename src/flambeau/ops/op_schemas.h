@@ -77,6 +77,9 @@
     Both, &kthvalue)                                                                                                 \
   X(unique, "unique(Tensor input, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> Tensor", \
     Both, &unique)                                                                                                   \
+  X(unique_consecutive,                                                                                              \
+    "unique_consecutive(Tensor input, bool return_inverse=False, bool return_counts=False, int? dim=None) -> Tensor",  \
+    Both, &unique_consecutive)                                                                                       \
   X(searchsorted, "searchsorted(Tensor sorted_sequence, Tensor input, *, bool right=False) -> Tensor", Function, &searchsorted) \
   /* matrix products */                                                                                              \
   X(mm, "mm(Tensor input, Tensor mat2) -> Tensor", Both, &mm)                                                        \

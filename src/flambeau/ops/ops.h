@@ -150,6 +150,9 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim = -1,
 // (undefined tensors otherwise). NaNs are not merged, as in PyTorch.
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted = true, bool return_inverse = false,
                                           bool return_counts = false);
+// unique over runs of equal consecutive elements (dim: of equal consecutive slices along dim).
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& t, bool return_inverse = false,
+                                                      bool return_counts = false, std::optional<int64_t> dim = {});
 // Insertion points of values in sorted_sequence (1-D, or N-D sharing values' leading dims).
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool right = false);
 

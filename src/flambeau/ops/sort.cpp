@@ -211,6 +211,29 @@ FLB_OP(unique,
   return {values, inverse, count_t};
 }
 
+FLB_OP(unique_consecutive, (const Tensor& t, bool return_inverse, bool return_counts, std::optional<int64_t> dim),
+       (t, return_inverse, return_counts, dim), std::tuple<Tensor, Tensor, Tensor>) {
+  // Slices along dim (no dim: elements of the flattened input), compared exactly in their own
+  // dtype: one is kept where it differs from the one before (NaN differs from everything).
+  const int64_t d = dim ? wrap_dim(*dim, t.dim(), "unique_consecutive") : 0;
+  const Tensor x = dim ? movedim(t, {d}, {0}) : t.reshape({-1});
+  const int64_t n = x.size(0);
+  if (n == 0) return {dim ? t.clone() : x.clone(), return_inverse ? zeros(dim ? Dims{0} : t.sizes(), kInt64) : Tensor(),
+                      return_counts ? zeros({0}, kInt64) : Tensor()};
+  const Tensor rows = x.reshape({n, -1});
+  const Tensor changed = rows.size(1) == 0 ? zeros({n - 1}, kBool)
+                                           : any(ne(rows.narrow(0, 1, n - 1), rows.narrow(0, 0, n - 1)), {1});
+  const Tensor keep = cat({ones({1}, kBool), changed}, 0);
+  const Tensor firsts = nonzero(keep).reshape({-1});
+  Tensor values = index_select(dim ? t : x, d, firsts), inverse, counts;
+  if (return_inverse) {
+    inverse = sub(cumsum(keep, 0), Tensor(int64_t(1)));
+    if (!dim) inverse = inverse.reshape(t.sizes());
+  }
+  if (return_counts) counts = sub(cat({firsts.narrow(0, 1, firsts.numel() - 1), full({1}, Scalar(n), kInt64)}, 0), firsts);
+  return {values, inverse, counts};
+}
+
 FLB_OP(searchsorted,
        (const Tensor& sorted_sequence, const Tensor& values, bool right),
        (sorted_sequence, values, right), Tensor) {
