@@ -115,6 +115,7 @@ NB_MODULE(_C, m) {
   bind_autograd(m, cls);
   bind_optim(m);
   bind_nn(m);
+  bind_conv(m, cls);
   bind_io(m);
   bind_flex(m);
   bind_distributed(m);

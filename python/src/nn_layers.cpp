@@ -25,6 +25,7 @@ class Args {
     return nb::cast<T>(d_[key]);
   }
   Dims dims(const char* key) const { return dims_from(d_[key]); }
+  bool is_str(const char* key) const { return d_.contains(key) && nb::isinstance<nb::str>(d_[key]); }
   template <class T>
   std::optional<T> optional(const char* key) const {
     if (!d_.contains(key)) return std::nullopt;
@@ -39,6 +40,24 @@ class Args {
 
 // dtype=None: float32.
 DType dtype(const Args& a) { return a.optional<DType>("dtype").value_or(kFloat32); }
+
+// Conv*d / ConvTranspose*d: the required arguments alone use the C++ defaults.
+std::shared_ptr<nn::Module> conv_layer(const Args& a, int64_t dims, bool transposed) {
+  const int64_t in = a.get<int64_t>("in_channels"), out = a.get<int64_t>("out_channels");
+  const Dims kernel = a.dims("kernel_size");
+  if (a.size() == 3) return std::make_shared<nn::Conv>(dims, transposed, in, out, kernel);
+  nn::ConvOptions o;
+  o.stride = a.dims("stride");
+  if (a.is_str("padding")) o.padding_str = a.get<std::string>("padding");
+  else o.padding = a.dims("padding");
+  if (transposed) o.output_padding = a.dims("output_padding");
+  o.dilation = a.dims("dilation");
+  o.groups = a.get<int64_t>("groups");
+  o.bias = a.get<bool>("bias");
+  o.padding_mode = a.get<std::string>("padding_mode");
+  o.dtype = dtype(a);
+  return std::make_shared<nn::Conv>(dims, transposed, in, out, kernel, o);
+}
 
 using Factory = std::function<std::shared_ptr<nn::Module>(const Args&)>;
 
@@ -84,6 +103,12 @@ const std::map<std::string, Factory>& factories() {
       {"Unflatten", [](const Args& a) -> std::shared_ptr<nn::Module> {
          return make_shared<nn::Unflatten>(a.get<int64_t>("dim"), a.dims("unflattened_size"));
        }},
+      {"Conv1d", [](const Args& a) { return conv_layer(a, 1, false); }},
+      {"Conv2d", [](const Args& a) { return conv_layer(a, 2, false); }},
+      {"Conv3d", [](const Args& a) { return conv_layer(a, 3, false); }},
+      {"ConvTranspose1d", [](const Args& a) { return conv_layer(a, 1, true); }},
+      {"ConvTranspose2d", [](const Args& a) { return conv_layer(a, 2, true); }},
+      {"ConvTranspose3d", [](const Args& a) { return conv_layer(a, 3, true); }},
       {"LinearCrossEntropyLoss", [](const Args& a) -> std::shared_ptr<nn::Module> {
          const int64_t in = a.get<int64_t>("in_features"), classes = a.get<int64_t>("num_classes");
          if (a.size() == 2) return make_shared<nn::LinearCrossEntropyLoss>(in, classes);

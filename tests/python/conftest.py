@@ -52,6 +52,17 @@ def assert_close(f, t, rtol=1e-6, atol=1e-6, check_dtype=True):
                                equal_nan=True)
 
 
+def assert_raises_naming(call, error, words, unchanged=()):
+    """call() raises `error` whose message holds every one of `words` (the op, the shapes);
+    each (tensor, numpy array) pair of `unchanged` still holds the array's values."""
+    with pytest.raises(error) as info:
+        call()
+    for w in words:
+        assert w in str(info.value), (w, str(info.value))
+    for t, original in unchanged:
+        np.testing.assert_array_equal(t.numpy(), original)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     random.seed(0)

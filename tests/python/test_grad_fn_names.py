@@ -105,6 +105,9 @@ DIFFERENT = {
                     "composed of where / norm (ops/math.cpp, nn/distance.cpp); torch has one backward per op"),
     "unique_consecutive": "flambeau's values are an index_select of the input (differentiable); torch records "
                           "UniqueConsecutiveBackward0, which has no derivative",
+    **dict.fromkeys(["pad", "pad_reflect", "pad_replicate", "pad_circular"],
+                    "flambeau's pad is cat / narrow (constant) or index_select (the other modes; nn/padding.cpp); "
+                    "torch has one backward per mode"),
     "bincount": "torch records a NotImplemented node for weights that require grad; flambeau records none "
                 "(neither has a derivative)",
     **dict.fromkeys(["flip", "fliplr", "flipud", "roll", "roll_dims", "rot90", "rot90_k3", "tril", "tril_offset",

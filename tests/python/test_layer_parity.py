@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flambeau as fl
-from flambeau.nn.modules import container, layers
+from flambeau.nn.modules import container, conv, layers
 
 # In one stack only, with the reason.
 ONLY_ONE_STACK = {
@@ -44,6 +44,20 @@ CONFIGS = [  # (layer, constructor arguments, inputs(seed) -> list of tensors, t
     ("Flatten", dict(), "x24d", True),
     ("Flatten", dict(start_dim=0, end_dim=1), "x24d", True),
     ("Unflatten", dict(dim=1, unflattened_size=(2, 2)), "x4d", True),
+    ("Conv1d", dict(in_channels=2, out_channels=4, kernel_size=3), "img1d", True),
+    ("Conv1d", dict(in_channels=2, out_channels=4, kernel_size=3, stride=1, padding="same", dilation=2, groups=2,
+                    bias=False, padding_mode="circular", dtype=f64), "img1dd", True),
+    ("Conv2d", dict(in_channels=2, out_channels=4, kernel_size=(3, 2)), "img2d", True),
+    ("Conv2d", dict(in_channels=2, out_channels=4, kernel_size=3, stride=(2, 1), padding=1, dilation=1, groups=1,
+                    bias=True, padding_mode="reflect", dtype=f64), "img2dd", True),
+    ("Conv3d", dict(in_channels=2, out_channels=2, kernel_size=2), "img3d", True),
+    ("Conv3d", dict(in_channels=2, out_channels=2, kernel_size=2, stride=1, padding="same", dilation=2, groups=2,
+                    bias=True, padding_mode="zeros", dtype=f64), "img3dd", True),
+    ("ConvTranspose1d", dict(in_channels=2, out_channels=4, kernel_size=3), "img1d", True),
+    ("ConvTranspose2d", dict(in_channels=2, out_channels=4, kernel_size=3, stride=2, padding=1, output_padding=1,
+                             groups=2, bias=True, dilation=1, padding_mode="zeros", dtype=f64), "img2dd", True),
+    ("ConvTranspose2d", dict(in_channels=2, out_channels=4, kernel_size=(2, 3)), "img2d", True),
+    ("ConvTranspose3d", dict(in_channels=2, out_channels=2, kernel_size=2), "img3d", True),
     ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7), "lce", True),
     ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=True, dtype=f64, reduction="sum",
                                     weight=None, ignore_index=2, label_smoothing=0.1, z_loss=1e-3), "lced", True),
@@ -64,6 +78,12 @@ def make_inputs(kind):
         "idx": lambda: [fl.tensor([[0, 8, 9], [3, 8, 1]])],
         "lce": lambda: [floats(6, 4), fl.tensor([0, 6, 2, 2, 5, 1])],
         "lced": lambda: [floats(6, 4, dtype=f64), fl.tensor([0, 6, 2, 2, 5, 1])],
+        "img1d": lambda: [floats(2, 2, 7)],
+        "img1dd": lambda: [floats(2, 2, 7, dtype=f64)],
+        "img2d": lambda: [floats(2, 2, 5, 6)],
+        "img2dd": lambda: [floats(2, 2, 5, 6, dtype=f64)],
+        "img3d": lambda: [floats(1, 2, 3, 4, 3)],
+        "img3dd": lambda: [floats(1, 2, 5, 4, 3, dtype=f64)],
     }[kind]()
 
 
@@ -73,7 +93,7 @@ def bits(t):
 
 
 def python_layers():
-    return {name for mod in (layers, container) for name, cls in vars(mod).items()
+    return {name for mod in (layers, container, conv) for name, cls in vars(mod).items()
             if inspect.isclass(cls) and issubclass(cls, fl.nn.Module) and not name.startswith("_")
             and cls.__module__ == mod.__name__}
 

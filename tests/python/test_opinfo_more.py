@@ -18,6 +18,9 @@ ROWS = np.array([4, 0, 2, 2])
 MASK = R.random((5, 6)) > 0.5
 INTS = R.integers(-3, 4, (5, 6))
 SEQ = np.sort(R.standard_normal(10)).astype(np.float32)
+_RC = np.random.default_rng(22)  # convolution weights (CASES' conv entries)
+CONV_W = [_RC.standard_normal(s).astype(np.float32) for s in
+          [(4, 5, 3), (4,), (3, 1, 3, 2), (4, 1, 2, 3), (2, 1, 2, 2, 3), (5, 2, 3), (1, 3, 3, 3), (1, 2, 2, 2, 2)]]
 
 
 def T(L, a):
@@ -211,6 +214,22 @@ CASES = {
     "unique_consecutive_dim": lambda L, x: tuple(L.unique_consecutive(
         T(L, np.array([[1, 1, 2, 2, 2, 1], [3, 3, 0, 0, 0, 3]])), return_counts=True, dim=1)),
     "unique_consecutive_values": lambda L, x: T(L, INTS).unique_consecutive(),
+    # Convolutions and padding (nn/convolution.cpp, nn/padding.cpp): x (5, 6) as channels x length or an image.
+    "convolution": lambda L, x: L.convolution(x[None], T(L, CONV_W[0]), T(L, CONV_W[1]), [2], [1], [1], False, [0], 1),
+    "conv1d": lambda L, x: L.nn.functional.conv1d(x[None], T(L, CONV_W[0]), stride=1, padding=2, dilation=2),
+    "conv2d": lambda L, x: L.nn.functional.conv2d(x[None, None], T(L, CONV_W[2]), padding=(1, 0)),
+    "conv2d_groups_same": lambda L, x: L.nn.functional.conv2d(x.reshape(1, 2, 3, 5), T(L, CONV_W[3]), groups=2,
+                                                               padding="same"),
+    "conv3d": lambda L, x: L.nn.functional.conv3d(x.reshape(1, 1, 2, 3, 5), T(L, CONV_W[4]), padding=1),
+    "conv_transpose1d": lambda L, x: L.nn.functional.conv_transpose1d(x[None], T(L, CONV_W[5]), stride=2,
+                                                                       output_padding=1),
+    "conv_transpose2d": lambda L, x: L.nn.functional.conv_transpose2d(x[None, None], T(L, CONV_W[6]), stride=2,
+                                                                       padding=1),
+    "conv_transpose3d": lambda L, x: L.nn.functional.conv_transpose3d(x.reshape(1, 1, 2, 3, 5), T(L, CONV_W[7])),
+    "pad": lambda L, x: L.nn.functional.pad(x, (1, -2, 2, 0), value=0.5),
+    "pad_reflect": lambda L, x: L.nn.functional.pad(x[None], (2, 1, 0, 3), mode="reflect"),
+    "pad_replicate": lambda L, x: L.nn.functional.pad(x[None], (3, 1), mode="replicate"),
+    "pad_circular": lambda L, x: L.nn.functional.pad(x[None], (1, 2, 2, 1), mode="circular"),
 }
 
 

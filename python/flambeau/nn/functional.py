@@ -206,3 +206,33 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return _C.pairwise_distance(x1, x2, p, eps, keepdim)
+
+
+# Convolutions and padding (C++: nn/convolution.cpp, nn/padding.cpp). padding takes numbers
+# or "valid" / "same".
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _C._nn.conv1d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _C._nn.conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _C._nn.conv3d(input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _C._nn.conv_transpose1d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _C._nn.conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _C._nn.conv_transpose3d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def pad(input, pad, mode="constant", value=None):
+    return _C._nn.pad(input, pad, mode, value)

@@ -80,6 +80,36 @@ Tensor softmin(const Tensor& x, std::optional<int64_t> dim = {}, std::optional<D
 // x / max(||x||_p along dim, eps).
 Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 
+// ---- convolution and padding (nn/convolution.cpp, nn/padding.cpp) ----------------------------
+// Inputs [N, C_in, *spatial] or unbatched [C_in, *spatial]; weight [C_out, C_in / groups,
+// *kernel] (transposed: [C_in, C_out / groups, *kernel]); stride, padding, dilation and
+// output_padding take one value per spatial dim or one for all. padding may also be
+// PaddingMode::Valid (none) or PaddingMode::Same (the input's size out; stride 1 only).
+enum class PaddingMode { Valid, Same };
+// "valid" or "same" as a PaddingMode; ValueError naming op otherwise.
+PaddingMode padding_mode_from(const char* op, const std::string& name);
+#define FLB_DECLARE_CONV(N)                                                                                      \
+  Tensor conv##N##d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = {},           \
+                    const Dims& stride = {1}, const Dims& padding = {0}, const Dims& dilation = {1},             \
+                    int64_t groups = 1);                                                                         \
+  Tensor conv##N##d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,                \
+                    const Dims& stride, PaddingMode padding, const Dims& dilation = {1},                        \
+                    int64_t groups = 1);                                                                         \
+  Tensor conv_transpose##N##d(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias = {}, \
+                              const Dims& stride = {1}, const Dims& padding = {0},                               \
+                              const Dims& output_padding = {0}, int64_t groups = 1, const Dims& dilation = {1});
+FLB_DECLARE_CONV(1)
+FLB_DECLARE_CONV(2)
+FLB_DECLARE_CONV(3)
+#undef FLB_DECLARE_CONV
+
+// padding: (before, after) pairs from the last dim backwards. mode "constant" (value,
+// default 0; negative amounts crop), "reflect" (mirrors without the edge; amounts under the
+// dim's size), "replicate" (any amount) or "circular" (amounts up to the dim's size); the
+// non-constant modes pad 1-3 trailing dims of an input with 1 or 2 more dims.
+Tensor pad(const Tensor& input, const Dims& padding, const std::string& mode = "constant",
+           std::optional<double> value = {});
+
 // ---- losses ----------------------------------------------------------------------------------
 // reduction: "mean", "sum" or "none" (anything else is a ValueError). The class dim of
 // input is 1 ([N, C], [N, C, d1, ...]) or 0 for a single sample [C].

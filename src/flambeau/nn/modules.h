@@ -142,6 +142,36 @@ class Unflatten : public Module {
   Dims unflattened_size;
 };
 
+// Conv1d/2d/3d and ConvTranspose1d/2d/3d (dims 1-3, transposed). weight [out, in / groups,
+// *kernel] (transposed: [in, out / groups, *kernel]) from kaiming_uniform_(a = sqrt(5)) and
+// bias [out] from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = weight.size(1) * kernel
+// volume, as torch. A padding_mode other than "zeros" ("reflect", "replicate", "circular";
+// not for transposed) pads with functional::pad, then convolves with no padding.
+struct ConvOptions {
+  Dims stride{1}, padding{0}, output_padding{0}, dilation{1};  // one value per dim, or one for all
+  std::string padding_str;  // "valid" or "same" in place of the padding numbers; "": the numbers
+  int64_t groups = 1;
+  bool bias = true;
+  std::string padding_mode = "zeros";
+  DType dtype = kFloat32;
+};
+class Conv : public Module {
+ public:
+  Conv(int64_t dims, bool transposed, int64_t in_channels, int64_t out_channels, Dims kernel_size,
+       ConvOptions options = {});
+  Tensor forward(const Tensor& x) override;
+  void reset_parameters();
+  int64_t dims;
+  bool transposed;
+  int64_t in_channels, out_channels;
+  Dims kernel_size;  // one value per dim, as the option lists (expanded by the constructor)
+  ConvOptions options;
+  Tensor weight, bias;  // bias undefined when options.bias = false
+
+ private:
+  Dims reversed_padding_;  // functional::pad's amounts for a padding_mode other than zeros
+};
+
 // Submodules in order, named "0", "1", ... (the base of Sequential and ModuleList).
 class ModuleSequence : public Module {
  public:

@@ -70,6 +70,17 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   return flambeau::embedding(weight, input, padding_idx);
 }
 
+// conv*d with numeric padding (the C++ API also takes padding "valid" / "same").
+#define FLB_CONV_KERNEL(N)                                                                                  \
+  Tensor conv##N##d(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b, const Dims& stride, \
+                    const Dims& padding, const Dims& dilation, int64_t groups) {                          \
+    return nn::functional::conv##N##d(x, w, b, stride, padding, dilation, groups);                        \
+  }
+FLB_CONV_KERNEL(1)
+FLB_CONV_KERNEL(2)
+FLB_CONV_KERNEL(3)
+#undef FLB_CONV_KERNEL
+
 // Ops the op hook reports that are not in the schema table (methods Python binds by hand:
 // the *sizes forms, the in-place forms; the fused attention and norm kernels' two halves): boxed too,
 // so that recorded programs replay them.

@@ -164,6 +164,9 @@
   X(histc, "histc(Tensor input, int bins=100, Scalar min=0, Scalar max=0) -> Tensor", Both, &histc)                   \
   X(cosine_similarity, "cosine_similarity(Tensor x1, Tensor x2, int dim=1, float eps=1e-08) -> Tensor", Function, &cosine_similarity)\
   X(pairwise_distance, "pairwise_distance(Tensor x1, Tensor x2, float p=2.0, float eps=1e-06, bool keepdim=False) -> Tensor", Function, &pairwise_distance)\
+  X(convolution,                                                                                                     \
+    "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "           \
+    "bool transposed, int[] output_padding, int groups) -> Tensor", Function, &convolution)                          \
   X(cdist, "cdist(Tensor x1, Tensor x2, float p=2.0) -> Tensor", Function, &cdist)                                    \
   /* joining and splitting */                                                                                        \
   X(split, "split(Tensor tensor, int[] split_size_or_sections, int dim=0) -> Tensor[]", Both, &adapt::split)         \
@@ -215,6 +218,23 @@
     Functional, &nn::functional::softmin)                                                                            \
   X(normalize, "normalize(Tensor input, float p=2.0, int dim=1, float eps=1e-12) -> Tensor", Functional,           \
     &nn::functional::normalize)                                                                                      \
+  X(conv1d, "conv1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=[1], "                             \
+    "int[1] padding=[0], int[1] dilation=[1], int groups=1) -> Tensor", Functional, &adapt::conv1d)                  \
+  X(conv_transpose1d, "conv_transpose1d(Tensor input, Tensor weight, Tensor? bias=None, "                            \
+    "int[1] stride=[1], int[1] padding=[0], int[1] output_padding=[0], int groups=1, "                               \
+    "int[1] dilation=[1]) -> Tensor", Functional, &nn::functional::conv_transpose1d)                                 \
+  X(conv2d, "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1, 1], "                          \
+    "int[2] padding=[0, 0], int[2] dilation=[1, 1], int groups=1) -> Tensor", Functional, &adapt::conv2d)            \
+  X(conv_transpose2d, "conv_transpose2d(Tensor input, Tensor weight, Tensor? bias=None, "                            \
+    "int[2] stride=[1, 1], int[2] padding=[0, 0], int[2] output_padding=[0, 0], int groups=1, "                      \
+    "int[2] dilation=[1, 1]) -> Tensor", Functional, &nn::functional::conv_transpose2d)                              \
+  X(conv3d, "conv3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=[1, 1, 1], "                       \
+    "int[3] padding=[0, 0, 0], int[3] dilation=[1, 1, 1], int groups=1) -> Tensor", Functional, &adapt::conv3d)      \
+  X(conv_transpose3d, "conv_transpose3d(Tensor input, Tensor weight, Tensor? bias=None, "                            \
+    "int[3] stride=[1, 1, 1], int[3] padding=[0, 0, 0], int[3] output_padding=[0, 0, 0], int groups=1, "             \
+    "int[3] dilation=[1, 1, 1]) -> Tensor", Functional, &nn::functional::conv_transpose3d)                           \
+  X(pad, "pad(Tensor input, int[] pad, str mode=\"constant\", float? value=None) -> Tensor", Functional,             \
+    &nn::functional::pad)                                                                                            \
   X(embedding, "embedding(Tensor input, Tensor weight, int? padding_idx=None) -> Tensor", Functional,               \
     &adapt::embedding)                                                                                               \
   X(one_hot, "one_hot(Tensor input, int num_classes=-1) -> Tensor", Functional, &one_hot)                            \

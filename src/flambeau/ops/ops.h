@@ -213,6 +213,11 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, do
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
 // [..., P, M] x [..., R, M] -> [..., P, R]: the p-norm distance of every pair of rows.
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
+// aten's convolution, which nn.functional's conv*d and conv_transpose*d call: input
+// [N, C, *spatial] with 1-3 spatial dims (nn/functional.h says the rest).
+Tensor convolution(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const Dims& stride,
+                   const Dims& padding, const Dims& dilation, bool transposed, const Dims& output_padding,
+                   int64_t groups);
 
 // ---- indexing ---------------------------------------------------------------------------
 // Every index is checked before anything is written: "[gather] index 7 is out of bounds

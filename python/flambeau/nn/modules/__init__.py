@@ -4,6 +4,7 @@ from . import module  # noqa: F401
 from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,  # noqa: F401
                          LogSigmoid, LogSoftmax, Mish, PReLU, ReLU6, RReLU, SELU, Softmax, Softmin, Softplus,
                          Softshrink, Softsign, Tanhshrink, Threshold)
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear,  # noqa: F401
                      LinearCrossEntropyLoss, ReLU, RMSNorm, Sigmoid, SiLU, Tanh, Unflatten)

@@ -1,0 +1,60 @@
+"""Convolution benchmarks (issue 22), flambeau vs PyTorch 2.13 in one process, 2 threads,
+float32: conv2d forward + backward (input, weight and bias gradients) at ResNet shapes,
+batch 32. Alternating runs, medians; ratio = torch time / flambeau time (> 1: flambeau faster).
+Usage: .venv/bin/python bench/bench_conv.py [reps] [batch]   (prints a Markdown table)"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+import flambeau as fl
+
+sys.path.insert(0, os.path.dirname(__file__))
+from timing import pair  # noqa: E402
+
+# (name, C_in, C_out, H=W, kernel, stride, padding, groups)
+CONV_SHAPES = [
+    ("56x56 64->64 3x3", 64, 64, 56, 3, 1, 1, 1),
+    ("28x28 128->128 3x3", 128, 128, 28, 3, 1, 1, 1),
+    ("56x56 64->256 1x1", 64, 256, 56, 1, 1, 0, 1),
+    ("112x112 3->64 7x7 stride 2", 3, 64, 112, 7, 2, 3, 1),
+    ("depthwise 56x56x128 3x3", 128, 128, 56, 3, 1, 1, 128),
+]
+
+
+def conv_rows(batch, reps, r):
+    rows = []
+    for name, cin, cout, hw, k, s, p, g in CONV_SHAPES:
+        x = r.standard_normal((batch, cin, hw, hw)).astype(np.float32)
+        w = (r.standard_normal((cout, cin // g, k, k)) * 0.1).astype(np.float32)
+        b = r.standard_normal(cout).astype(np.float32)
+        fx, fw, fb = (fl.tensor(a, requires_grad=True) for a in (x, w, b))
+        tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+
+        def step(lib, F, x, w, b):
+            y = F.conv2d(x, w, b, stride=s, padding=p, groups=g)
+            y.backward(lib.ones_like(y))
+        with fl.no_grad(), torch.no_grad():
+            rows.append((f"conv2d forward, {name}",
+                         *pair(lambda: fl.nn.functional.conv2d(fx, fw, fb, stride=s, padding=p, groups=g),
+                               lambda: torch.nn.functional.conv2d(tx, tw, tb, stride=s, padding=p, groups=g), reps)))
+        rows.append((f"conv2d forward+backward, {name}",
+                     *pair(lambda: step(fl, fl.nn.functional, fx, fw, fb),
+                           lambda: step(torch, torch.nn.functional, tx, tw, tb), reps)))
+    return rows
+
+
+def main(reps=5, batch=32):
+    fl.set_num_threads(2)
+    torch.set_num_threads(2)
+    r = np.random.default_rng(0)
+    rows = conv_rows(batch, reps, r)
+    print(f"batch {batch}, float32, 2 threads, median of {reps}\n")
+    print("| case | flambeau ms | torch ms | ratio |\n|---|---|---|---|")
+    for name, f, t in rows:
+        print(f"| {name} | {f * 1e3:.1f} | {t * 1e3:.1f} | {t / f:.2f}x |")
+
+
+if __name__ == "__main__":
+    main(*(int(a) for a in sys.argv[1:3]))

@@ -1,0 +1,253 @@
+// Convolution by im2col + GEMM: each image's input patches are unfolded into a [C_in/g *
+// kernel volume, output volume] matrix (cols) and multiplied with the weight. A kernel of
+// 1 with stride 1 and no padding multiplies the input itself.
+#include "flambeau/kernels/cpu/conv.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/blas.h"
+#include "flambeau/profiler/profiler.h"
+
+namespace flambeau::kernels {
+namespace {
+
+// Note [Deterministic convolution]: how work is cut depends only on the problem and the
+// machine's processor count, never on set_num_threads. With at least one image per
+// processor, images are spread over threads and each runs single-threaded GEMMs; with fewer,
+// images run in order and each GEMM is split by gemm_f32/f64 (Note [Deterministic GEMM]).
+// The weight gradient sums the batch in min(N, processors) fixed blocks of images, each
+// into its own partial, and adds the partials in block order.
+int64_t processors() {
+  static const int64_t procs = std::clamp<int64_t>(omp_get_num_procs(), 1, 64);
+  return procs;
+}
+
+template <class T>
+void gemm(bool one_thread, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {  // an empty sum: c = beta * c, with no NaN kept from c when beta is 0
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  if (one_thread) gemm_1t(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
+  else if constexpr (std::is_same_v<T, float>) gemm_f32(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc);
+  else gemm_f64(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The output positions [lo, hi) of one row whose input index o * stride + off is inside [0, size).
+struct Span {
+  int64_t lo, hi;
+};
+Span valid_span(int64_t count, int64_t stride, int64_t off, int64_t size) {
+  const int64_t lo = off >= 0 ? 0 : (-off + stride - 1) / stride;
+  const int64_t hi = size - 1 - off < 0 ? 0 : std::min(count, (size - 1 - off) / stride + 1);
+  return {std::min(lo, hi), hi};
+}
+
+bool is_pointwise(const ConvGeometry& g) {
+  return g.kernel_volume() == 1 && g.stride == std::array<int64_t, 3>{1, 1, 1} &&
+         g.pad == std::array<int64_t, 3>{0, 0, 0};
+}
+
+// Calls f(row, channel, kd, kh, kw) for the rows of cols in [r0, r1).
+template <class F>
+void for_rows(const ConvGeometry& g, int64_t r0, int64_t r1, const F& f) {
+  const auto& k = g.kernel;
+  for (int64_t r = r0; r < r1; ++r) {
+    int64_t rest = r;
+    const int64_t kw = rest % k[2];
+    rest /= k[2];
+    const int64_t kh = rest % k[1];
+    rest /= k[1];
+    const int64_t kd = rest % k[0];
+    f(r, rest / k[0], kd, kh, kw);
+  }
+}
+
+// Visits one row of cols: f(dst_row, src_row, span, stride, off) for each output (od, oh)
+// whose input row exists, z(dst_row) for each whose input row is padding.
+template <class F, class Z>
+void for_row_pieces(const ConvGeometry& g, int64_t kd, int64_t kh, int64_t kw, const F& f, const Z& z) {
+  const auto &in = g.in, &out = g.out, &s = g.stride, &p = g.pad, &d = g.dilation;
+  const Span w = valid_span(out[2], s[2], kw * d[2] - p[2], in[2]);
+  for (int64_t od = 0; od < out[0]; ++od) {
+    const int64_t id = od * s[0] - p[0] + kd * d[0];
+    for (int64_t oh = 0; oh < out[1]; ++oh) {
+      const int64_t ih = oh * s[1] - p[1] + kh * d[1];
+      const int64_t col = (od * out[1] + oh) * out[2];
+      if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) z(col);
+      else f(col, (id * in[1] + ih) * in[2], w, kw * d[2] - p[2]);
+    }
+  }
+}
+
+// cols[Cg * kvol, L] from one group's channels x[Cg, D, H, W].
+template <class T>
+void im2col(const ConvGeometry& g, const T* x, int64_t channels, T* cols, bool parallel) {
+  const int64_t kvol = g.kernel_volume(), L = g.out_volume(), ow = g.out[2], sw = g.stride[2];
+  const int64_t vol = g.in_volume();
+  parallel_for(0, channels * kvol, parallel ? 1 : channels * kvol, [&](int64_t r0, int64_t r1) {
+    for_rows(g, r0, r1, [&](int64_t r, int64_t c, int64_t kd, int64_t kh, int64_t kw) {
+      T* dst = cols + r * L;
+      const T* src = x + c * vol;
+      for_row_pieces(
+          g, kd, kh, kw,
+          [&](int64_t col, int64_t row, Span span, int64_t off) {
+            T* o = dst + col;
+            std::fill(o, o + span.lo, T(0));
+            const T* i = src + row + off;
+            if (sw == 1) std::memcpy(o + span.lo, i + span.lo, size_t(span.hi - span.lo) * sizeof(T));
+            else
+              for (int64_t j = span.lo; j < span.hi; ++j) o[j] = i[j * sw];
+            std::fill(o + span.hi, o + ow, T(0));
+          },
+          [&](int64_t col) { std::fill(dst + col, dst + col + ow, T(0)); });
+    });
+  });
+}
+
+// x[Cg, D, H, W] += the rows of cols folded back (x zeroed by the caller). Channels are
+// independent, so they split over threads with no race.
+template <class T>
+void col2im(const ConvGeometry& g, const T* cols, int64_t channels, T* x, bool parallel) {
+  const int64_t kvol = g.kernel_volume(), L = g.out_volume(), sw = g.stride[2], vol = g.in_volume();
+  parallel_for(0, channels, parallel ? 1 : channels, [&](int64_t c0, int64_t c1) {
+    for_rows(g, c0 * kvol, c1 * kvol, [&](int64_t r, int64_t c, int64_t kd, int64_t kh, int64_t kw) {
+      const T* src = cols + r * L;
+      T* dst = x + c * vol;
+      for_row_pieces(
+          g, kd, kh, kw,
+          [&](int64_t col, int64_t row, Span span, int64_t off) {
+            T* o = dst + row + off;
+            const T* i = src + col;
+            for (int64_t j = span.lo; j < span.hi; ++j) o[j * sw] += i[j];
+          },
+          [](int64_t) {});
+    });
+  });
+}
+
+struct GroupDims {
+  int64_t cin, cout, K, L;  // per group: channels in / out, rows of cols, output volume
+};
+GroupDims group_dims(const ConvGeometry& g) {
+  const int64_t cin = g.in_channels / g.groups;
+  return {cin, g.out_channels / g.groups, cin * g.kernel_volume(), g.out_volume()};
+}
+
+// Runs body(n, cols, one_thread) for every image: spread over threads (one per chunk, its
+// own cols) or in order with threaded products, per Note [Deterministic convolution].
+template <class T, class Body>
+void for_images(const ConvGeometry& g, int64_t cols_size, const Body& body) {
+  const bool by_image = g.batch >= processors();
+  if (by_image) {
+    parallel_for(0, g.batch, 1, [&](int64_t n0, int64_t n1) {
+      std::vector<T> cols(static_cast<size_t>(cols_size));
+      for (int64_t n = n0; n < n1; ++n) body(n, cols.data(), true);
+    });
+  } else {
+    std::vector<T> cols(static_cast<size_t>(cols_size));
+    for (int64_t n = 0; n < g.batch; ++n) body(n, cols.data(), false);
+  }
+}
+
+template <class T>
+void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
+  const profiler::Scope scope("conv_forward", profiler::EventKind::Kernel);
+  const GroupDims d = group_dims(g);
+  const bool direct = is_pointwise(g);
+  for_images<T>(g, direct ? 0 : d.K * d.L, [&](int64_t n, T* cols, bool one_thread) {
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const T* xg = x + (n * g.in_channels + gi * d.cin) * g.in_volume();
+      T* yg = y + (n * g.out_channels + gi * d.cout) * d.L;
+      if (!direct) im2col(g, xg, d.cin, cols, !one_thread);
+      if (bias)
+        for (int64_t c = 0; c < d.cout; ++c) std::fill(yg + c * d.L, yg + (c + 1) * d.L, bias[gi * d.cout + c]);
+      gemm(one_thread, false, false, d.cout, d.L, d.K, w + gi * d.cout * d.K, d.K, direct ? xg : cols, d.L,
+           T(bias ? 1 : 0), yg, d.L);
+    }
+  });
+}
+
+template <class T>
+void backward_input(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
+  const profiler::Scope scope("conv_backward_input", profiler::EventKind::Kernel);
+  const GroupDims d = group_dims(g);
+  const bool direct = is_pointwise(g);
+  for_images<T>(g, direct ? 0 : d.K * d.L, [&](int64_t n, T* cols, bool one_thread) {
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      const T* gyg = gy + (n * g.out_channels + gi * d.cout) * d.L;
+      T* gxg = gx + (n * g.in_channels + gi * d.cin) * g.in_volume();
+      const T* wg = w + gi * d.cout * d.K;
+      if (direct) {
+        gemm(one_thread, true, false, d.K, d.L, d.cout, wg, d.K, gyg, d.L, T(0), gxg, d.L);
+        continue;
+      }
+      gemm(one_thread, true, false, d.K, d.L, d.cout, wg, d.K, gyg, d.L, T(0), cols, d.L);
+      std::fill(gxg, gxg + d.cin * g.in_volume(), T(0));
+      col2im(g, cols, d.cin, gxg, !one_thread);
+    }
+  });
+}
+
+template <class T>
+void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
+  const profiler::Scope scope("conv_backward_weight", profiler::EventKind::Kernel);
+  const GroupDims d = group_dims(g);
+  const bool direct = is_pointwise(g);
+  const int64_t size = g.out_channels * d.K;
+  std::fill(gw, gw + size, T(0));
+  if (g.batch == 0) return;
+  const int64_t blocks = std::min(g.batch, processors());
+  std::vector<T> partial(size_t((blocks - 1) * size));
+  const bool one_thread = blocks > 1;
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<T> cols(direct ? 0 : size_t(d.K * d.L));
+    for (int64_t b = b0; b < b1; ++b) {
+      T* acc = b == 0 ? gw : partial.data() + (b - 1) * size;
+      for (int64_t n = b * g.batch / blocks; n < (b + 1) * g.batch / blocks; ++n) {
+        const bool first = n == b * g.batch / blocks;
+        for (int64_t gi = 0; gi < g.groups; ++gi) {
+          const T* xg = x + (n * g.in_channels + gi * d.cin) * g.in_volume();
+          if (!direct) im2col(g, xg, d.cin, cols.data(), !one_thread);
+          gemm(one_thread, false, true, d.cout, d.K, d.L, gy + (n * g.out_channels + gi * d.cout) * d.L, d.L,
+               direct ? xg : cols.data(), d.L, T(first ? 0 : 1), acc + gi * d.cout * d.K, d.K);
+        }
+      }
+    }
+  });
+  for (int64_t b = 1; b < blocks; ++b) {
+    const T* p = partial.data() + (b - 1) * size;
+    for (int64_t i = 0; i < size; ++i) gw[i] += p[i];
+  }
+}
+
+}  // namespace
+
+void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  forward(g, x, w, bias, y);
+}
+void conv_forward(const ConvGeometry& g, const double* x, const double* w, const double* bias, double* y) {
+  forward(g, x, w, bias, y);
+}
+void conv_backward_input(const ConvGeometry& g, const float* gy, const float* w, float* gx) {
+  backward_input(g, gy, w, gx);
+}
+void conv_backward_input(const ConvGeometry& g, const double* gy, const double* w, double* gx) {
+  backward_input(g, gy, w, gx);
+}
+void conv_backward_weight(const ConvGeometry& g, const float* x, const float* gy, float* gw) {
+  backward_weight(g, x, gy, gw);
+}
+void conv_backward_weight(const ConvGeometry& g, const double* x, const double* gy, double* gw) {
+  backward_weight(g, x, gy, gw);
+}
+
+}  // namespace flambeau::kernels

@@ -1,0 +1,129 @@
+// Convolutions (nn/convolution.cpp over kernels/cpu/conv.cpp) against a direct reference
+// loop in float64, forward and the three gradients (by the loop's own adjoint), and the
+// same bits on 1 and 2 threads.
+#include <cmath>
+
+#include "flambeau/nn/functional.h"
+#include "test_util.h"
+
+namespace flambeau::testing {
+namespace {
+
+struct Case {
+  Dims x, w;
+  Dims stride, padding, dilation;
+  int64_t groups;
+};
+
+// y[n, co, o] = b[co] + sum over ci in co's group, k: w[co, ci, k] * x[n, g * cin + ci, o * s - p + k * d]
+// (2-D), with gx / gw the sums of gy against the same products.
+struct Reference {
+  std::vector<double> y, gx, gw;
+};
+Reference reference(const Case& c, const std::vector<double>& x, const std::vector<double>& w,
+                    const std::vector<double>& b, const std::vector<double>& gy, const Dims& ys) {
+  const int64_t N = c.x[0], Cin = c.x[1], H = c.x[2], W = c.x[3], Cout = c.w[0], cin = c.w[1], KH = c.w[2],
+                KW = c.w[3], OH = ys[2], OW = ys[3], cout = Cout / c.groups;
+  Reference r{std::vector<double>(size_t(N * Cout * OH * OW)), std::vector<double>(x.size()),
+              std::vector<double>(w.size())};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t co = 0; co < Cout; ++co)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const size_t yi = size_t(((n * Cout + co) * OH + oh) * OW + ow);
+          double acc = b[size_t(co)];
+          for (int64_t ci = 0; ci < cin; ++ci)
+            for (int64_t kh = 0; kh < KH; ++kh)
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t ih = oh * c.stride[0] - c.padding[0] + kh * c.dilation[0];
+                const int64_t iw = ow * c.stride[1] - c.padding[1] + kw * c.dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const size_t xi = size_t(((n * Cin + co / cout * cin + ci) * H + ih) * W + iw);
+                const size_t wi = size_t(((co * cin + ci) * KH + kh) * KW + kw);
+                acc += w[wi] * x[xi];
+                r.gx[xi] += w[wi] * gy[yi];
+                r.gw[wi] += x[xi] * gy[yi];
+              }
+          r.y[yi] = acc;
+        }
+  return r;
+}
+
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << what << " at " << i;
+}
+
+TEST(Conv, Conv2dAndItsGradientsMatchTheReferenceLoop) {
+  const Case cases[] = {
+      {{2, 3, 7, 8}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1},
+      {{3, 4, 9, 7}, {6, 2, 3, 2}, {2, 1}, {1, 0}, {1, 2}, 2},
+      {{2, 4, 6, 6}, {4, 1, 3, 3}, {1, 2}, {2, 1}, {2, 1}, 4},  // depthwise
+      {{2, 5, 4, 6}, {3, 5, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1},  // pointwise: no unfolding
+  };
+  for (const Case& c : cases)
+    for (Layout l : {Layout::Contiguous, Layout::Transposed}) {
+      Tensor x = random_tensor(c.x, kFloat64, l, 1), w = random_tensor(c.w, kFloat64, Layout::Contiguous, 2);
+      Tensor b = random_tensor({c.w[0]}, kFloat64, Layout::Contiguous, 3);
+      x.requires_grad_(true), w.requires_grad_(true), b.requires_grad_(true);
+      const Tensor y = nn::functional::conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      const Tensor gy = random_tensor(y.sizes(), kFloat64, Layout::Contiguous, 4);
+      y.backward(gy);
+      const Reference r = reference(c, values(x), values(w), values(b), values(gy), y.sizes());
+      expect_near_all(values(y), r.y, "y");
+      expect_near_all(values(x.grad()), r.gx, "gx");
+      expect_near_all(values(w.grad()), r.gw, "gw");
+      expect_near_all(values(b.grad()), values(sum(gy, {0, 2, 3})), "gb");
+    }
+}
+
+TEST(Conv, TransposedConvIsTheInputGradientOfConv) {
+  // conv_transpose2d(g, w) equals the gradient of conv2d(x, w) with respect to x for upstream g.
+  Tensor x = random_tensor({2, 4, 9, 8}, kFloat64, Layout::Contiguous, 5);
+  const Tensor w = random_tensor({6, 2, 3, 3}, kFloat64, Layout::Contiguous, 6);
+  x.requires_grad_(true);
+  const Tensor y = nn::functional::conv2d(x, w, {}, {2, 2}, {1, 1}, {1, 1}, 2);
+  const Tensor g = random_tensor(y.sizes(), kFloat64, Layout::Contiguous, 7);
+  y.backward(g);
+  const Tensor t = nn::functional::conv_transpose2d(g, w, {}, {2, 2}, {1, 1}, {0, 1}, 2, {1, 1});
+  EXPECT_EQ(values(t), values(x.grad()));
+}
+
+TEST(Conv, SameBitsOnOneAndTwoThreads) {
+  for (int64_t batch : {1, 4}) {
+    std::vector<std::vector<double>> runs;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      Tensor x = random_tensor({batch, 6, 17, 19}, kFloat32, Layout::Contiguous, 8);
+      Tensor w = random_tensor({8, 6, 3, 3}, kFloat32, Layout::Contiguous, 9);
+      x.requires_grad_(true), w.requires_grad_(true);
+      const Tensor y = nn::functional::conv2d(x, w, {}, {1, 2}, {1, 1});
+      y.backward(ones_like(y));
+      std::vector<double> all = values(y), gx = values(x.grad()), gw = values(w.grad());
+      all.insert(all.end(), gx.begin(), gx.end());
+      all.insert(all.end(), gw.begin(), gw.end());
+      runs.push_back(all);
+    }
+    set_num_threads(2);
+    EXPECT_EQ(runs[0], runs[1]) << "batch " << batch;
+  }
+}
+
+TEST(Conv, BadInputNamesTheOp) {
+  const Tensor x = ones({1, 4, 5, 5});
+  try {
+    nn::functional::conv2d(x, ones({2, 3, 3, 3}));
+    FAIL() << "expected an error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("[conv2d]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(1, 4, 5, 5)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(nn::functional::padding_mode_from("conv2d", "full"), ValueError);
+  EXPECT_THROW(nn::functional::conv2d(x, ones({2, 4, 3, 3}), {}, {2}, nn::functional::PaddingMode::Same), ValueError);
+  const Tensor same = nn::functional::conv2d(x, ones({2, 4, 3, 2}), {}, {1}, nn::functional::PaddingMode::Same);
+  EXPECT_EQ(same.sizes(), (Dims{1, 2, 5, 5}));
+  EXPECT_THROW(nn::functional::pad(x, {1}), ValueError);
+}
+
+}  // namespace
+}  // namespace flambeau::testing
