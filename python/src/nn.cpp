@@ -57,6 +57,10 @@ void bind_nn(nb::module_& m) {
   def_function<schemas::tanhshrink>(nm, &F::tanhshrink, release_gil());
   def_function<schemas::threshold>(nm, &F::threshold, release_gil());
   def_function<schemas::softmin>(nm, &F::softmin, release_gil());
+  def_function<schemas::batch_norm>(nm, &F::batch_norm, release_gil());
+  def_function<schemas::group_norm>(nm, &F::group_norm, release_gil());
+  def_function<schemas::instance_norm>(nm, &F::instance_norm, release_gil());
+  def_function<schemas::local_response_norm>(nm, &F::local_response_norm, release_gil());
   def_function<schemas::embedding>(nm, [](const Tensor& i, const Tensor& w, std::optional<int64_t> p) {
     return embedding(w, i, p);
   }, release_gil());

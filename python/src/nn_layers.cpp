@@ -59,6 +59,19 @@ std::shared_ptr<nn::Module> conv_layer(const Args& a, int64_t dims, bool transpo
   return std::make_shared<nn::Conv>(dims, transposed, in, out, kernel, o);
 }
 
+// BatchNorm*d / InstanceNorm*d: num_features alone uses the C++ defaults.
+template <class Norm>
+std::shared_ptr<nn::Module> norm_layer(const Args& a, int64_t dims) {
+  const int64_t c = a.get<int64_t>("num_features");
+  if (a.size() == 1) return std::make_shared<Norm>(dims, c);
+  using Momentum = std::conditional_t<std::is_same_v<Norm, nn::BatchNorm>, std::optional<double>, double>;
+  Momentum momentum;
+  if constexpr (std::is_same_v<Norm, nn::BatchNorm>) momentum = a.optional<double>("momentum");
+  else momentum = a.get<double>("momentum");
+  return std::make_shared<Norm>(dims, c, a.get<double>("eps"), momentum, a.get<bool>("affine"),
+                                a.get<bool>("track_running_stats"), dtype(a), a.get<bool>("bias"));
+}
+
 using Factory = std::function<std::shared_ptr<nn::Module>(const Args&)>;
 
 const std::map<std::string, Factory>& factories() {
@@ -109,6 +122,24 @@ const std::map<std::string, Factory>& factories() {
       {"ConvTranspose1d", [](const Args& a) { return conv_layer(a, 1, true); }},
       {"ConvTranspose2d", [](const Args& a) { return conv_layer(a, 2, true); }},
       {"ConvTranspose3d", [](const Args& a) { return conv_layer(a, 3, true); }},
+      {"BatchNorm1d", [](const Args& a) { return norm_layer<nn::BatchNorm>(a, 1); }},
+      {"BatchNorm2d", [](const Args& a) { return norm_layer<nn::BatchNorm>(a, 2); }},
+      {"BatchNorm3d", [](const Args& a) { return norm_layer<nn::BatchNorm>(a, 3); }},
+      {"InstanceNorm1d", [](const Args& a) { return norm_layer<nn::InstanceNorm>(a, 1); }},
+      {"InstanceNorm2d", [](const Args& a) { return norm_layer<nn::InstanceNorm>(a, 2); }},
+      {"InstanceNorm3d", [](const Args& a) { return norm_layer<nn::InstanceNorm>(a, 3); }},
+      {"GroupNorm", [](const Args& a) -> std::shared_ptr<nn::Module> {
+         const int64_t g = a.get<int64_t>("num_groups"), c = a.get<int64_t>("num_channels");
+         if (a.size() == 2) return make_shared<nn::GroupNorm>(g, c);
+         return make_shared<nn::GroupNorm>(g, c, a.get<double>("eps"), a.get<bool>("affine"), dtype(a),
+                                           a.get<bool>("bias"));
+       }},
+      {"LocalResponseNorm", [](const Args& a) -> std::shared_ptr<nn::Module> {
+         const int64_t size = a.get<int64_t>("size");
+         if (a.size() == 1) return make_shared<nn::LocalResponseNorm>(size);
+         return make_shared<nn::LocalResponseNorm>(size, a.get<double>("alpha"), a.get<double>("beta"),
+                                                   a.get<double>("k"));
+       }},
       {"LinearCrossEntropyLoss", [](const Args& a) -> std::shared_ptr<nn::Module> {
          const int64_t in = a.get<int64_t>("in_features"), classes = a.get<int64_t>("num_classes");
          if (a.size() == 2) return make_shared<nn::LinearCrossEntropyLoss>(in, classes);

@@ -108,6 +108,9 @@ DIFFERENT = {
     **dict.fromkeys(["pad", "pad_reflect", "pad_replicate", "pad_circular"],
                     "flambeau's pad is cat / narrow (constant) or index_select (the other modes; nn/padding.cpp); "
                     "torch has one backward per mode"),
+    **dict.fromkeys(["group_norm"],
+                    "flambeau composes it of layer_norm and the affine mul / add (nn/batch_norm.cpp); "
+                    "torch has one backward"),
     "bincount": "torch records a NotImplemented node for weights that require grad; flambeau records none "
                 "(neither has a derivative)",
     **dict.fromkeys(["flip", "fliplr", "flipud", "roll", "roll_dims", "rot90", "rot90_k3", "tril", "tril_offset",

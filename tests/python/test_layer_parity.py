@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flambeau as fl
-from flambeau.nn.modules import container, conv, layers
+from flambeau.nn.modules import container, conv, layers, normalization
 
 # In one stack only, with the reason.
 ONLY_ONE_STACK = {
@@ -58,6 +58,21 @@ CONFIGS = [  # (layer, constructor arguments, inputs(seed) -> list of tensors, t
                              groups=2, bias=True, dilation=1, padding_mode="zeros", dtype=f64), "img2dd", True),
     ("ConvTranspose2d", dict(in_channels=2, out_channels=4, kernel_size=(2, 3)), "img2d", True),
     ("ConvTranspose3d", dict(in_channels=2, out_channels=2, kernel_size=2), "img3d", True),
+    ("BatchNorm1d", dict(num_features=2), "img1d", True),
+    ("BatchNorm1d", dict(num_features=2, eps=1e-3, momentum=None, affine=True, track_running_stats=True,
+                         dtype=f64, bias=False), "img1dd", False),
+    ("BatchNorm2d", dict(num_features=2), "img2d", True),
+    ("BatchNorm2d", dict(num_features=2, eps=1e-3, momentum=0.3, affine=False, track_running_stats=False,
+                         dtype=f64, bias=True), "img2dd", False),
+    ("BatchNorm3d", dict(num_features=2), "img3d", False),
+    ("InstanceNorm1d", dict(num_features=2), "img1d", True),
+    ("InstanceNorm2d", dict(num_features=2, eps=1e-3, momentum=0.3, affine=True, track_running_stats=True,
+                            dtype=f64, bias=True), "img2dd", True),
+    ("InstanceNorm3d", dict(num_features=2), "img3d", True),
+    ("GroupNorm", dict(num_groups=2, num_channels=2), "img2d", True),
+    ("GroupNorm", dict(num_groups=1, num_channels=2, eps=1e-3, affine=True, dtype=f64, bias=False), "img1dd", True),
+    ("LocalResponseNorm", dict(size=2), "img2d", True),
+    ("LocalResponseNorm", dict(size=3, alpha=0.1, beta=0.5, k=2.0), "img3d", True),
     ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7), "lce", True),
     ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=True, dtype=f64, reduction="sum",
                                     weight=None, ignore_index=2, label_smoothing=0.1, z_loss=1e-3), "lced", True),
@@ -93,7 +108,7 @@ def bits(t):
 
 
 def python_layers():
-    return {name for mod in (layers, container, conv) for name, cls in vars(mod).items()
+    return {name for mod in (layers, container, conv, normalization) for name, cls in vars(mod).items()
             if inspect.isclass(cls) and issubclass(cls, fl.nn.Module) and not name.startswith("_")
             and cls.__module__ == mod.__name__}
 

@@ -230,6 +230,12 @@ CASES = {
     "pad_reflect": lambda L, x: L.nn.functional.pad(x[None], (2, 1, 0, 3), mode="reflect"),
     "pad_replicate": lambda L, x: L.nn.functional.pad(x[None], (3, 1), mode="replicate"),
     "pad_circular": lambda L, x: L.nn.functional.pad(x[None], (1, 2, 2, 1), mode="circular"),
+    # Norms (nn/batch_norm.cpp): x (5, 6) as 5 samples of 6 channels, or (1, 5, 6) as channels x length.
+    "batch_norm": lambda L, x: L.nn.functional.batch_norm(x, None, None, T(L, CONV_W[1].repeat(2)[:6]), None, True),
+    "batch_norm_eval": lambda L, x: L.nn.functional.batch_norm(x, L.zeros(6) + 0.5, L.ones(6) * 2, eps=0.1),
+    "group_norm": lambda L, x: L.nn.functional.group_norm(x.reshape(1, 6, 5), 3, eps=1e-3),
+    "instance_norm": lambda L, x: L.nn.functional.instance_norm(x[None]),
+    "local_response_norm": lambda L, x: L.nn.functional.local_response_norm(x[None], 3, alpha=0.01),
 }
 
 

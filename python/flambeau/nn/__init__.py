@@ -1,6 +1,7 @@
 """flambeau.nn: modules, parameters, functional ops and initialisers, as torch.nn."""
 from . import attention, functional, init, parallel, utils  # noqa: F401
 from .modules import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
+from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)  # noqa: F401
 from .modules import (CELU, ELU, GELU, GLU, SELU, Dropout, Embedding, Flatten, Hardshrink,  # noqa: F401
                       Hardsigmoid, Hardswish, Hardtanh, Identity, LayerNorm, LeakyReLU, Linear,
                       LinearCrossEntropyLoss, LogSigmoid, LogSoftmax, Mish, Module, ModuleDict, ModuleList,

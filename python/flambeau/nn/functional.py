@@ -236,3 +236,21 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def pad(input, pad, mode="constant", value=None):
     return _C._nn.pad(input, pad, mode, value)
+
+
+# Batch, group, instance and local response norms (C++: nn/batch_norm.cpp).
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
+    return _C._nn.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    return _C._nn.group_norm(input, num_groups, weight, bias, eps)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-05):
+    return _C._nn.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, momentum, eps)
+
+
+def local_response_norm(input, size, alpha=0.0001, beta=0.75, k=1.0):
+    return _C._nn.local_response_norm(input, size, alpha, beta, k)

@@ -110,6 +110,28 @@ FLB_DECLARE_CONV(3)
 Tensor pad(const Tensor& input, const Dims& padding, const std::string& mode = "constant",
            std::optional<double> value = {});
 
+// ---- batch, group, instance and local response norms (nn/batch_norm.cpp) --------------------
+// x [N, C, *] normalised per channel over N and *; training: with its own statistics (biased
+// variance), and running_mean / running_var (when given) updated in place to (1 - momentum)
+// * running + momentum * statistic (unbiased variance); else with the running statistics.
+Tensor batch_norm(const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+                  const std::optional<Tensor>& weight = {}, const std::optional<Tensor>& bias = {},
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+// The fused backward of batch_norm: {dx, dweight, dbias}.
+std::vector<Tensor> batch_norm_backward(const Tensor& grad_out, const Tensor& x, const std::optional<Tensor>& weight,
+                                        const Tensor& mean, const Tensor& rstd, bool training);
+// Statistics per sample over each of num_groups groups of channels; weight / bias [C].
+Tensor group_norm(const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight = {},
+                  const std::optional<Tensor>& bias = {}, double eps = 1e-5);
+// Statistics per sample and channel; running statistics (when given) updated with the
+// batch's average of them when use_input_stats, else used.
+Tensor instance_norm(const Tensor& x, const std::optional<Tensor>& running_mean = {},
+                     const std::optional<Tensor>& running_var = {}, const std::optional<Tensor>& weight = {},
+                     const std::optional<Tensor>& bias = {}, bool use_input_stats = true, double momentum = 0.1,
+                     double eps = 1e-5);
+// x / (k + alpha * mean of x^2 over `size` neighbouring channels, zero-padded)^beta.
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+
 // ---- losses ----------------------------------------------------------------------------------
 // reduction: "mean", "sum" or "none" (anything else is a ValueError). The class dim of
 // input is 1 ([N, C], [N, C, d1, ...]) or 0 for a single sample [C].

@@ -172,6 +172,54 @@ class Conv : public Module {
   Dims reversed_padding_;  // functional::pad's amounts for a padding_mode other than zeros
 };
 
+// BatchNorm1d/2d/3d (dims 1-3): functional::batch_norm with weight (ones) and bias (zeros)
+// when affine, and the buffers running_mean (zeros), running_var (ones) and
+// num_batches_tracked (int64 0) when track_running_stats. momentum unset: the cumulative
+// average (1 / num_batches_tracked). Training uses the batch's statistics; eval the running
+// ones (or the batch's without them).
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int64_t dims, int64_t num_features, double eps = 1e-5, std::optional<double> momentum = 0.1,
+            bool affine = true, bool track_running_stats = true, DType dtype = kFloat32, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  int64_t dims, num_features;
+  double eps;
+  std::optional<double> momentum;
+  bool affine, track_running_stats;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+// InstanceNorm1d/2d/3d: functional::instance_norm; no affine and no running statistics by
+// default; takes unbatched inputs.
+class InstanceNorm : public Module {
+ public:
+  InstanceNorm(int64_t dims, int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+               bool track_running_stats = false, DType dtype = kFloat32, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  int64_t dims, num_features;
+  double eps, momentum;
+  bool affine, track_running_stats;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+// functional::group_norm with weight (ones) and bias (zeros) [num_channels] when affine.
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true,
+            DType dtype = kFloat32, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  int64_t num_groups, num_channels;
+  double eps;
+  bool affine;
+  Tensor weight, bias;
+};
+class LocalResponseNorm : public Module {
+ public:
+  explicit LocalResponseNorm(int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0)
+      : Module("LocalResponseNorm"), size(size), alpha(alpha), beta(beta), k(k) {}
+  Tensor forward(const Tensor& x) override;
+  int64_t size;
+  double alpha, beta, k;
+};
+
 // Submodules in order, named "0", "1", ... (the base of Sequential and ModuleList).
 class ModuleSequence : public Module {
  public:

@@ -235,6 +235,16 @@
     "int[3] dilation=[1, 1, 1]) -> Tensor", Functional, &nn::functional::conv_transpose3d)                           \
   X(pad, "pad(Tensor input, int[] pad, str mode=\"constant\", float? value=None) -> Tensor", Functional,             \
     &nn::functional::pad)                                                                                            \
+  X(batch_norm, "batch_norm(Tensor input, Tensor? running_mean, Tensor? running_var, Tensor? weight=None, "          \
+    "Tensor? bias=None, bool training=False, float momentum=0.1, float eps=1e-05) -> Tensor", Functional,            \
+    &nn::functional::batch_norm)                                                                                     \
+  X(group_norm, "group_norm(Tensor input, int num_groups, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) " \
+    "-> Tensor", Functional, &nn::functional::group_norm)                                                            \
+  X(instance_norm, "instance_norm(Tensor input, Tensor? running_mean=None, Tensor? running_var=None, "               \
+    "Tensor? weight=None, Tensor? bias=None, bool use_input_stats=True, float momentum=0.1, float eps=1e-05) "       \
+    "-> Tensor", Functional, &nn::functional::instance_norm)                                                         \
+  X(local_response_norm, "local_response_norm(Tensor input, int size, float alpha=0.0001, float beta=0.75, "         \
+    "float k=1.0) -> Tensor", Functional, &nn::functional::local_response_norm)                                      \
   X(embedding, "embedding(Tensor input, Tensor weight, int? padding_idx=None) -> Tensor", Functional,               \
     &adapt::embedding)                                                                                               \
   X(one_hot, "one_hot(Tensor input, int num_classes=-1) -> Tensor", Functional, &one_hot)                            \

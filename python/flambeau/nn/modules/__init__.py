@@ -5,6 +5,7 @@ from .activation import (CELU, ELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Har
                          LogSigmoid, LogSoftmax, Mish, PReLU, ReLU6, RReLU, SELU, Softmax, Softmin, Softplus,
                          Softshrink, Softsign, Tanhshrink, Threshold)
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401
+from .normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, LocalResponseNorm)  # noqa: F401
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .layers import (GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, Linear,  # noqa: F401
                      LinearCrossEntropyLoss, ReLU, RMSNorm, Sigmoid, SiLU, Tanh, Unflatten)

@@ -1,0 +1,256 @@
+// batch_norm as one fused primitive (per-channel statistics over the batch and spatial
+// dims, running statistics updated in place, one fused backward), and group_norm,
+// instance_norm and local_response_norm on top of it and the other ops. Each channel is
+// reduced by one thread in a fixed order (double accumulators), so results do not depend
+// on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "flambeau/autograd/function.h"
+#include "flambeau/core/op_hook.h"
+#include "flambeau/core/parallel.h"
+#include "flambeau/core/shape.h"
+#include "flambeau/nn/functional.h"
+#include "flambeau/ops/ops.h"
+
+namespace flambeau::nn::functional {
+namespace {
+
+struct Planes {
+  int64_t n = 0, c = 0, inner = 1;  // x viewed as [n, c, inner]
+  int64_t count() const { return n * inner; }  // values per channel
+};
+
+template <class F>
+void visit_compute(DType ct, F&& f) {
+  if (ct == kFloat64) f.template operator()<double>();
+  else f.template operator()<float>();
+}
+
+// Calls f(value index) over channel c's values in order.
+template <class F>
+void for_channel(const Planes& p, int64_t c, const F& f) {
+  for (int64_t n = 0; n < p.n; ++n) {
+    const int64_t base = (n * p.c + c) * p.inner;
+    for (int64_t i = base; i < base + p.inner; ++i) f(i);
+  }
+}
+
+// mean and biased variance of each channel (two passes over it).
+template <class T>
+void channel_stats(const T* x, const Planes& p, std::vector<double>& mean, std::vector<double>& var) {
+  parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double s = 0, q = 0;
+      for_channel(p, c, [&](int64_t i) { s += double(x[i]); });
+      const double m = s / double(p.count());
+      for_channel(p, c, [&](int64_t i) { q += (double(x[i]) - m) * (double(x[i]) - m); });
+      mean[size_t(c)] = m;
+      var[size_t(c)] = q / double(p.count());
+    }
+  });
+}
+
+Tensor vector_tensor(const std::vector<double>& v, DType dt) { return from_vector(v).to(dt); }
+
+std::vector<double> doubles(const Tensor& t) {
+  const Tensor d = t.to(kFloat64).contiguous();
+  return std::vector<double>(d.data<double>(), d.data<double>() + d.numel());
+}
+
+}  // namespace
+
+// The fused backward: (dx, dweight, dbias) of y = (x - mean) * rstd * weight + bias, where
+// in training mean and rstd are x's own statistics (so dx has their terms too).
+std::vector<Tensor> batch_norm_backward(const Tensor& grad_out, const Tensor& x, const std::optional<Tensor>& weight,
+                                        const Tensor& mean, const Tensor& rstd, bool training) {
+  const DType ct = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const Planes p{x.size(0), x.size(1), x.dim() > 2 ? numel_of(Dims(x.sizes().data() + 2, size_t(x.dim() - 2))) : 1};
+  const Tensor xc = x.to(ct).contiguous(), dy = grad_out.to(ct).contiguous();
+  const std::vector<double> m = doubles(mean), r = doubles(rstd);
+  const std::vector<double> w = weight ? doubles(*weight) : std::vector<double>(size_t(p.c), 1.0);
+  std::vector<double> dw(size_t(p.c)), db(size_t(p.c));
+  Tensor dx = empty(x.sizes(), ct);
+  visit_compute(ct, [&]<class T>() {
+    const T* xp = xc.data<T>();
+    const T* gp = dy.data<T>();
+    T* out = dx.data<T>();
+    parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const size_t k = size_t(c);
+        double sum_dy = 0, sum_dy_xhat = 0;
+        for_channel(p, c, [&](int64_t i) {
+          sum_dy += double(gp[i]);
+          sum_dy_xhat += double(gp[i]) * (double(xp[i]) - m[k]);
+        });
+        sum_dy_xhat *= r[k];
+        dw[k] = sum_dy_xhat, db[k] = sum_dy;
+        const double scale = w[k] * r[k], cnt = double(p.count());
+        const double a = training ? sum_dy / cnt : 0, b = training ? sum_dy_xhat / cnt : 0;
+        for_channel(p, c, [&](int64_t i) {
+          const double xhat = (double(xp[i]) - m[k]) * r[k];
+          out[i] = T((double(gp[i]) - a - xhat * b) * scale);
+        });
+      }
+    });
+  });
+  return {dx, vector_tensor(dw, x.dtype()), vector_tensor(db, x.dtype())};
+}
+
+FLB_OP(batch_norm,
+       (const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+        const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool training, double momentum,
+        double eps),
+       (x, running_mean, running_var, weight, bias, training, momentum, eps), Tensor) {
+  FLB_CHECK(x.dim() >= 2, ValueError, "[batch_norm] expected an input of at least 2 dims [N, C, *], got shape ",
+            shape_str(x.sizes()));
+  FLB_CHECK(x.is_floating_point(), TypeError, "[batch_norm] expected a floating point input, got ",
+            dtype_name(x.dtype()));
+  const Planes p{x.size(0), x.size(1), x.dim() > 2 ? numel_of(Dims(x.sizes().data() + 2, size_t(x.dim() - 2))) : 1};
+  for (const auto* t : {&running_mean, &running_var, &weight, &bias}) {
+    if (!*t) continue;
+    const char* what = t == &running_mean ? "running_mean" : t == &running_var ? "running_var"
+                       : t == &weight ? "weight" : "bias";
+    FLB_CHECK((*t)->sizes() == Dims{p.c} && (*t)->is_floating_point(), ValueError, "[batch_norm] expected ", what,
+              " to be a floating point tensor of shape (", p.c, ") for an input of shape ", shape_str(x.sizes()),
+              ", got ", shape_str((*t)->sizes()), " ", dtype_name((*t)->dtype()));
+  }
+  FLB_CHECK(training || (running_mean && running_var), ValueError,
+            "[batch_norm] running_mean and running_var must be given in evaluation mode (training=False)");
+  FLB_CHECK(!training || p.count() > 1, ValueError,
+            "[batch_norm] expected more than 1 value per channel when training, got input size ",
+            shape_str(x.sizes()));
+  FLB_CHECK(bool(running_mean) == bool(running_var), ValueError,
+            "[batch_norm] running_mean and running_var must be given together");
+  const DType ct = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  std::vector<double> mean(size_t(p.c)), var(size_t(p.c));
+  Tensor out;
+  {
+    autograd::NoGradGuard no_grad;
+    const Tensor xc = x.to(ct).contiguous();
+    if (training) {
+      visit_compute(ct, [&]<class T>() { channel_stats(xc.data<T>(), p, mean, var); });
+      if (running_mean) {
+        const double unbias = double(p.count()) / double(p.count() - 1);
+        std::vector<double> rm = doubles(*running_mean), rv = doubles(*running_var);
+        for (size_t c = 0; c < rm.size(); ++c) {
+          rm[c] = (1 - momentum) * rm[c] + momentum * mean[c];
+          rv[c] = (1 - momentum) * rv[c] + momentum * var[c] * unbias;
+        }
+        Tensor a = *running_mean, b = *running_var;
+        a.copy_(from_vector(rm)), b.copy_(from_vector(rv));
+      }
+    } else {
+      mean = doubles(*running_mean), var = doubles(*running_var);
+    }
+  }
+  std::vector<double> rstd(size_t(p.c));
+  for (size_t c = 0; c < rstd.size(); ++c) rstd[c] = 1 / std::sqrt(var[c] + eps);
+  {
+    autograd::NoGradGuard no_grad;
+    const Tensor xc = x.to(ct).contiguous();
+    const std::vector<double> w = weight ? doubles(*weight) : std::vector<double>(size_t(p.c), 1.0);
+    const std::vector<double> b = bias ? doubles(*bias) : std::vector<double>(size_t(p.c), 0.0);
+    Tensor y = empty(x.sizes(), ct);
+    visit_compute(ct, [&]<class T>() {
+      const T* xp = xc.data<T>();
+      T* yp = y.data<T>();
+      parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const size_t k = size_t(c);
+          const double scale = rstd[k] * w[k], shift = b[k] - mean[k] * scale;
+          for_channel(p, c, [&](int64_t i) { yp[i] = T(double(xp[i]) * scale + shift); });
+        }
+      });
+    });
+    out = y.to(x.dtype());
+  }
+  const Tensor mean_t = from_vector(mean), rstd_t = from_vector(rstd);
+  const bool need_w = weight && autograd::requires_grad(*weight), need_b = bias && autograd::requires_grad(*bias);
+  autograd::record("NativeBatchNormBackward0", {&out}, {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr},
+                   {x, weight.value_or(Tensor()), mean_t, rstd_t},
+                   [training, need_w, need_b](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
+                     const std::optional<Tensor> w = saved[1].defined() ? std::optional(saved[1]) : std::nullopt;
+                     std::vector<Tensor> g = batch_norm_backward(grads[0], saved[0], w, saved[2], saved[3], training);
+                     if (!need_w) g[1] = Tensor();
+                     if (!need_b) g[2] = Tensor();
+                     return g;
+                   });
+  return out;
+}
+
+// Statistics per (sample, group of channels): a layer_norm over each group's values, then
+// the per-channel affine.
+FLB_OP(group_norm,
+       (const Tensor& x, int64_t num_groups, const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+        double eps),
+       (x, num_groups, weight, bias, eps), Tensor) {
+  FLB_CHECK(x.dim() >= 2, ValueError, "[group_norm] expected an input of at least 2 dims [N, C, *], got shape ",
+            shape_str(x.sizes()));
+  const int64_t c = x.size(1);
+  FLB_CHECK(num_groups > 0 && c % num_groups == 0, ValueError, "[group_norm] expected number of channels in input (",
+            c, ") to be divisible by num_groups (", num_groups, "), input shape ", shape_str(x.sizes()));
+  for (const auto* t : {&weight, &bias})
+    FLB_CHECK(!*t || (*t)->sizes() == Dims{c}, ValueError, "[group_norm] expected ",
+              t == &weight ? "weight" : "bias", " of shape (", c, ") for an input of shape ", shape_str(x.sizes()),
+              ", got ", shape_str((*t)->sizes()));
+  const int64_t n = x.size(0), per_group = num_groups > 0 && n > 0 ? x.numel() / (n * num_groups) : 0;
+  Tensor y = layer_norm(x.reshape({n, num_groups, per_group}), {per_group}, {}, {}, eps).reshape(x.sizes());
+  Dims affine(static_cast<size_t>(x.dim()), 1);
+  affine[1] = c;
+  if (weight) y = mul(y, weight->reshape(affine));
+  if (bias) y = add(y, bias->reshape(affine));
+  return y;
+}
+
+// torch's rule: batch_norm over x viewed as [1, N * C, *], the running statistics repeated
+// per sample and their updates averaged back over the batch.
+FLB_OP(instance_norm,
+       (const Tensor& x, const std::optional<Tensor>& running_mean, const std::optional<Tensor>& running_var,
+        const std::optional<Tensor>& weight, const std::optional<Tensor>& bias, bool use_input_stats,
+        double momentum, double eps),
+       (x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps), Tensor) {
+  FLB_CHECK(x.dim() >= 3, ValueError, "[instance_norm] expected an input of at least 3 dims [N, C, *], got shape ",
+            shape_str(x.sizes()));
+  const int64_t n = x.size(0), c = x.size(1);
+  FLB_CHECK(use_input_stats || (running_mean && running_var), ValueError,
+            "[instance_norm] expected running_mean and running_var to be defined when use_input_stats is false");
+  Dims flat = x.sizes();
+  flat[0] = 1, flat[1] = n * c;
+  auto repeated = [&](const std::optional<Tensor>& t) -> std::optional<Tensor> {
+    if (!t) return std::nullopt;
+    FLB_CHECK(t->sizes() == Dims{c}, ValueError, "[instance_norm] expected per-channel tensors of shape (", c,
+              ") for an input of shape ", shape_str(x.sizes()), ", got ", shape_str(t->sizes()));
+    return repeat(*t, {n});
+  };
+  std::optional<Tensor> rm = repeated(running_mean), rv = repeated(running_var);
+  const Tensor y = batch_norm(x.reshape(flat), rm, rv, repeated(weight), repeated(bias), use_input_stats, momentum,
+                              eps);
+  if (use_input_stats && running_mean) {
+    autograd::NoGradGuard no_grad;
+    Tensor a = *running_mean, b = *running_var;
+    a.copy_(mean(rm->reshape({n, c}), {0}));
+    b.copy_(mean(rv->reshape({n, c}), {0}));
+  }
+  return y.reshape(x.sizes());
+}
+
+// x / (k + alpha / size * sum of x^2 over `size` neighbouring channels)^beta, the window
+// centred (size / 2 before, (size - 1) / 2 after), padded with zeros.
+FLB_OP(local_response_norm, (const Tensor& x, int64_t size, double alpha, double beta, double k),
+       (x, size, alpha, beta, k), Tensor) {
+  FLB_CHECK(x.dim() >= 3, ValueError, "[local_response_norm] expected 3D or higher dimensionality input, got shape ",
+            shape_str(x.sizes()));
+  FLB_CHECK(size > 0, ValueError, "[local_response_norm] size must be positive, got ", size);
+  const int64_t c = x.size(1);
+  const Tensor sq = movedim(mul(x, x), {1}, {-1});  // channels last, for pad
+  Dims padding = {size / 2, (size - 1) / 2};
+  const Tensor padded = pad(sq, padding, "constant", 0.0);
+  Tensor acc = padded.narrow(-1, 0, c);
+  for (int64_t i = 1; i < size; ++i) acc = add(acc, padded.narrow(-1, i, c));
+  // torch's order: the window's average, times alpha, plus k, to the beta.
+  const Tensor average = flambeau::div(movedim(acc, {-1}, {1}), Tensor(double(size)));
+  return flambeau::div(x, pow(add(mul(average, Tensor(alpha)), Tensor(k)), Tensor(beta)));
+}
+
+}  // namespace flambeau::nn::functional
