@@ -1,6 +1,7 @@
 """Convolution benchmarks (issue 22), flambeau vs PyTorch 2.13 in one process, 2 threads,
 float32: conv2d forward + backward (input, weight and bias gradients) at ResNet shapes,
-batch 32. Alternating runs, medians; ratio = torch time / flambeau time (> 1: flambeau faster).
+batch 32, and batch_norm (training) and max_pool2d (3x3 stride 2, as ResNet's stem) at the
+same activation shapes; the CNN example's epoch time is examples/cnn_fashion_mnist.py --compare. Alternating runs, medians; ratio = torch time / flambeau time (> 1: flambeau faster).
 Usage: .venv/bin/python bench/bench_conv.py [reps] [batch]   (prints a Markdown table)"""
 import os
 import sys
@@ -45,11 +46,38 @@ def conv_rows(batch, reps, r):
     return rows
 
 
+# (name, C, H=W): the activations the conv rows make.
+ACTIVATIONS = [("56x56x64", 64, 56), ("28x28x128", 128, 28), ("56x56x256", 256, 56), ("112x112x64", 64, 112)]
+
+
+def norm_pool_rows(batch, reps, r):
+    rows = []
+    for name, c, hw in ACTIVATIONS:
+        x = r.standard_normal((batch, c, hw, hw)).astype(np.float32)
+        fx, tx = fl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        fw, tw = fl.ones(c, requires_grad=True), torch.ones(c, requires_grad=True)
+        fb, tb = fl.zeros(c, requires_grad=True), torch.zeros(c, requires_grad=True)
+        frm, frv, trm, trv = fl.zeros(c), fl.ones(c), torch.zeros(c), torch.ones(c)
+
+        def bn(lib, x, w, b, m, v):
+            y = lib.nn.functional.batch_norm(x, m, v, w, b, training=True)
+            y.backward(lib.ones_like(y))
+        rows.append((f"batch_norm forward+backward, {name}",
+                     *pair(lambda: bn(fl, fx, fw, fb, frm, frv), lambda: bn(torch, tx, tw, tb, trm, trv), reps)))
+        if hasattr(fl.nn.functional, "max_pool2d"):
+            def pool(lib, x):
+                y = lib.nn.functional.max_pool2d(x, 3, 2, 1)
+                y.backward(lib.ones_like(y))
+            rows.append((f"max_pool2d 3x3/2 forward+backward, {name}", *pair(lambda: pool(fl, fx),
+                                                                              lambda: pool(torch, tx), reps)))
+    return rows
+
+
 def main(reps=5, batch=32):
     fl.set_num_threads(2)
     torch.set_num_threads(2)
     r = np.random.default_rng(0)
-    rows = conv_rows(batch, reps, r)
+    rows = conv_rows(batch, reps, r) + norm_pool_rows(batch, reps, r)
     print(f"batch {batch}, float32, 2 threads, median of {reps}\n")
     print("| case | flambeau ms | torch ms | ratio |\n|---|---|---|---|")
     for name, f, t in rows:

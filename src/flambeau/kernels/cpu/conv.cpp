@@ -71,34 +71,37 @@ void for_rows(const ConvGeometry& g, int64_t r0, int64_t r1, const F& f) {
   }
 }
 
-// Visits one row of cols: f(dst_row, src_row, span, stride, off) for each output (od, oh)
-// whose input row exists, z(dst_row) for each whose input row is padding.
+// A range of output rows (od, oh flattened) whose columns one unfolded tile holds.
+struct Rows {
+  int64_t begin, end;
+};
+
+// Visits one row of a tile of cols: f(dst_col, src_row, span, off) for each output row
+// (od, oh) of `rows` whose input row exists, z(dst_col) for each whose input row is padding.
 template <class F, class Z>
-void for_row_pieces(const ConvGeometry& g, int64_t kd, int64_t kh, int64_t kw, const F& f, const Z& z) {
+void for_row_pieces(const ConvGeometry& g, Rows rows, int64_t kd, int64_t kh, int64_t kw, const F& f, const Z& z) {
   const auto &in = g.in, &out = g.out, &s = g.stride, &p = g.pad, &d = g.dilation;
   const Span w = valid_span(out[2], s[2], kw * d[2] - p[2], in[2]);
-  for (int64_t od = 0; od < out[0]; ++od) {
-    const int64_t id = od * s[0] - p[0] + kd * d[0];
-    for (int64_t oh = 0; oh < out[1]; ++oh) {
-      const int64_t ih = oh * s[1] - p[1] + kh * d[1];
-      const int64_t col = (od * out[1] + oh) * out[2];
-      if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) z(col);
-      else f(col, (id * in[1] + ih) * in[2], w, kw * d[2] - p[2]);
-    }
+  for (int64_t r = rows.begin; r < rows.end; ++r) {
+    const int64_t od = r / out[1], oh = r % out[1];
+    const int64_t id = od * s[0] - p[0] + kd * d[0], ih = oh * s[1] - p[1] + kh * d[1];
+    const int64_t col = (r - rows.begin) * out[2];
+    if (id < 0 || id >= in[0] || ih < 0 || ih >= in[1]) z(col);
+    else f(col, (id * in[1] + ih) * in[2], w, kw * d[2] - p[2]);
   }
 }
 
-// cols[Cg * kvol, L] from one group's channels x[Cg, D, H, W].
+// cols[Cg * kvol, columns of `rows`] from one group's channels x[Cg, D, H, W].
 template <class T>
-void im2col(const ConvGeometry& g, const T* x, int64_t channels, T* cols, bool parallel) {
-  const int64_t kvol = g.kernel_volume(), L = g.out_volume(), ow = g.out[2], sw = g.stride[2];
+void im2col(const ConvGeometry& g, Rows rows, const T* x, int64_t channels, T* cols, bool parallel) {
+  const int64_t ow = g.out[2], kvol = g.kernel_volume(), L = (rows.end - rows.begin) * ow, sw = g.stride[2];
   const int64_t vol = g.in_volume();
   parallel_for(0, channels * kvol, parallel ? 1 : channels * kvol, [&](int64_t r0, int64_t r1) {
     for_rows(g, r0, r1, [&](int64_t r, int64_t c, int64_t kd, int64_t kh, int64_t kw) {
       T* dst = cols + r * L;
       const T* src = x + c * vol;
       for_row_pieces(
-          g, kd, kh, kw,
+          g, rows, kd, kh, kw,
           [&](int64_t col, int64_t row, Span span, int64_t off) {
             T* o = dst + col;
             std::fill(o, o + span.lo, T(0));
@@ -113,17 +116,18 @@ void im2col(const ConvGeometry& g, const T* x, int64_t channels, T* cols, bool p
   });
 }
 
-// x[Cg, D, H, W] += the rows of cols folded back (x zeroed by the caller). Channels are
+// x[Cg, D, H, W] += a tile of cols (the columns of `rows`) folded back. Channels are
 // independent, so they split over threads with no race.
 template <class T>
-void col2im(const ConvGeometry& g, const T* cols, int64_t channels, T* x, bool parallel) {
-  const int64_t kvol = g.kernel_volume(), L = g.out_volume(), sw = g.stride[2], vol = g.in_volume();
+void col2im(const ConvGeometry& g, Rows rows, const T* cols, int64_t channels, T* x, bool parallel) {
+  const int64_t kvol = g.kernel_volume(), L = (rows.end - rows.begin) * g.out[2], sw = g.stride[2];
+  const int64_t vol = g.in_volume();
   parallel_for(0, channels, parallel ? 1 : channels, [&](int64_t c0, int64_t c1) {
     for_rows(g, c0 * kvol, c1 * kvol, [&](int64_t r, int64_t c, int64_t kd, int64_t kh, int64_t kw) {
       const T* src = cols + r * L;
       T* dst = x + c * vol;
       for_row_pieces(
-          g, kd, kh, kw,
+          g, rows, kd, kh, kw,
           [&](int64_t col, int64_t row, Span span, int64_t off) {
             T* o = dst + row + off;
             const T* i = src + col;
@@ -158,20 +162,46 @@ void for_images(const ConvGeometry& g, int64_t cols_size, const Body& body) {
   }
 }
 
+// Output rows per unfolded tile: a tile of cols near 1 MiB stays in cache between its
+// unfolding and its product. Depends on the shape only.
+int64_t tile_rows(const ConvGeometry& g, int64_t K, size_t elem) {
+  const int64_t row_bytes = std::max<int64_t>(1, K * g.out[2] * int64_t(elem));
+  return std::clamp<int64_t>((int64_t(1) << 20) / row_bytes, 1, std::max<int64_t>(1, g.out[0] * g.out[1]));
+}
+
+// f(rows, columns) for the tiles of output rows, in order.
+template <class F>
+void for_tiles(const ConvGeometry& g, int64_t per_tile, const F& f) {
+  const int64_t total = g.out[0] * g.out[1];
+  for (int64_t r0 = 0; r0 < total; r0 += per_tile) {
+    const Rows rows{r0, std::min(total, r0 + per_tile)};
+    f(rows, (rows.end - rows.begin) * g.out[2]);
+  }
+}
+
 template <class T>
 void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const profiler::Scope scope("conv_forward", profiler::EventKind::Kernel);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
-  for_images<T>(g, direct ? 0 : d.K * d.L, [&](int64_t n, T* cols, bool one_thread) {
+  const int64_t per_tile = tile_rows(g, d.K, sizeof(T));
+  for_images<T>(g, direct ? 0 : d.K * per_tile * g.out[2], [&](int64_t n, T* cols, bool one_thread) {
     for (int64_t gi = 0; gi < g.groups; ++gi) {
       const T* xg = x + (n * g.in_channels + gi * d.cin) * g.in_volume();
+      const T* wg = w + gi * d.cout * d.K;
       T* yg = y + (n * g.out_channels + gi * d.cout) * d.L;
-      if (!direct) im2col(g, xg, d.cin, cols, !one_thread);
       if (bias)
         for (int64_t c = 0; c < d.cout; ++c) std::fill(yg + c * d.L, yg + (c + 1) * d.L, bias[gi * d.cout + c]);
-      gemm(one_thread, false, false, d.cout, d.L, d.K, w + gi * d.cout * d.K, d.K, direct ? xg : cols, d.L,
-           T(bias ? 1 : 0), yg, d.L);
+      const T beta = T(bias ? 1 : 0);
+      if (direct) {
+        gemm(one_thread, false, false, d.cout, d.L, d.K, wg, d.K, xg, d.L, beta, yg, d.L);
+        continue;
+      }
+      for_tiles(g, per_tile, [&](Rows rows, int64_t cols_n) {
+        im2col(g, rows, xg, d.cin, cols, !one_thread);
+        gemm(one_thread, false, false, d.cout, cols_n, d.K, wg, d.K, cols, cols_n, beta,
+             yg + rows.begin * g.out[2], d.L);
+      });
     }
   });
 }
@@ -181,7 +211,8 @@ void backward_input(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
   const profiler::Scope scope("conv_backward_input", profiler::EventKind::Kernel);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
-  for_images<T>(g, direct ? 0 : d.K * d.L, [&](int64_t n, T* cols, bool one_thread) {
+  const int64_t per_tile = tile_rows(g, d.K, sizeof(T));
+  for_images<T>(g, direct ? 0 : d.K * per_tile * g.out[2], [&](int64_t n, T* cols, bool one_thread) {
     for (int64_t gi = 0; gi < g.groups; ++gi) {
       const T* gyg = gy + (n * g.out_channels + gi * d.cout) * d.L;
       T* gxg = gx + (n * g.in_channels + gi * d.cin) * g.in_volume();
@@ -190,9 +221,12 @@ void backward_input(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
         gemm(one_thread, true, false, d.K, d.L, d.cout, wg, d.K, gyg, d.L, T(0), gxg, d.L);
         continue;
       }
-      gemm(one_thread, true, false, d.K, d.L, d.cout, wg, d.K, gyg, d.L, T(0), cols, d.L);
       std::fill(gxg, gxg + d.cin * g.in_volume(), T(0));
-      col2im(g, cols, d.cin, gxg, !one_thread);
+      for_tiles(g, per_tile, [&](Rows rows, int64_t cols_n) {
+        gemm(one_thread, true, false, d.K, cols_n, d.cout, wg, d.K, gyg + rows.begin * g.out[2], d.L, T(0), cols,
+             cols_n);
+        col2im(g, rows, cols, d.cin, gxg, !one_thread);
+      });
     }
   });
 }
@@ -202,25 +236,32 @@ void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
   const profiler::Scope scope("conv_backward_weight", profiler::EventKind::Kernel);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
-  const int64_t size = g.out_channels * d.K;
+  const int64_t size = g.out_channels * d.K, per_tile = tile_rows(g, d.K, sizeof(T));
   std::fill(gw, gw + size, T(0));
   if (g.batch == 0) return;
   const int64_t blocks = std::min(g.batch, processors());
   std::vector<T> partial(size_t((blocks - 1) * size));
   const bool one_thread = blocks > 1;
   parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> cols(direct ? 0 : size_t(d.K * d.L));
+    std::vector<T> cols(direct ? 0 : size_t(d.K * per_tile * g.out[2]));
     for (int64_t b = b0; b < b1; ++b) {
       T* acc = b == 0 ? gw : partial.data() + (b - 1) * size;
-      for (int64_t n = b * g.batch / blocks; n < (b + 1) * g.batch / blocks; ++n) {
-        const bool first = n == b * g.batch / blocks;
+      const int64_t n0 = b * g.batch / blocks, n1 = (b + 1) * g.batch / blocks;
+      for (int64_t n = n0; n < n1; ++n)
         for (int64_t gi = 0; gi < g.groups; ++gi) {
           const T* xg = x + (n * g.in_channels + gi * d.cin) * g.in_volume();
-          if (!direct) im2col(g, xg, d.cin, cols.data(), !one_thread);
-          gemm(one_thread, false, true, d.cout, d.K, d.L, gy + (n * g.out_channels + gi * d.cout) * d.L, d.L,
-               direct ? xg : cols.data(), d.L, T(first ? 0 : 1), acc + gi * d.cout * d.K, d.K);
+          const T* gyg = gy + (n * g.out_channels + gi * d.cout) * d.L;
+          T* accg = acc + gi * d.cout * d.K;
+          if (direct) {
+            gemm(one_thread, false, true, d.cout, d.K, d.L, gyg, d.L, xg, d.L, T(n == n0 ? 0 : 1), accg, d.K);
+            continue;
+          }
+          for_tiles(g, per_tile, [&](Rows rows, int64_t cols_n) {
+            im2col(g, rows, xg, d.cin, cols.data(), !one_thread);
+            gemm(one_thread, false, true, d.cout, d.K, cols_n, gyg + rows.begin * g.out[2], d.L, cols.data(),
+                 cols_n, T(n == n0 && rows.begin == 0 ? 0 : 1), accg, d.K);
+          });
         }
-      }
     }
   });
   for (int64_t b = 1; b < blocks; ++b) {
