@@ -236,8 +236,9 @@ void bind_ops(nb::module_& m, nb::class_<Tensor>& cls) {
     if (return_counts) out.append(std::get<2>(r));
     return nb::tuple(out);
   };
-  def_op<schemas::unique>(m, cls, [=](const Tensor& t, bool sorted, bool return_inverse, bool return_counts) {
-    return unique_result(release_call_t(unique, t, sorted, return_inverse, return_counts), return_inverse,
+  def_op<schemas::unique>(m, cls, [=](const Tensor& t, bool sorted, bool return_inverse, bool return_counts,
+                                      std::optional<int64_t> dim) {
+    return unique_result(release_call_t(unique, t, sorted, return_inverse, return_counts, dim), return_inverse,
                          return_counts);
   });
   def_op<schemas::unique_consecutive>(m, cls, [=](const Tensor& t, bool return_inverse, bool return_counts,

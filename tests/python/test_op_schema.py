@@ -22,7 +22,7 @@ KNOWN_DIFFERENCES = {
     "var": "one Python function for torch's three overloads (unbiased positional, correction keyword-only)",
     "std": "one Python function for torch's three overloads (unbiased positional, correction keyword-only)",
     "unique": "torch.unique is a Python wrapper taking (*args, **kwargs); its documented signature "
-              "(input, sorted=True, return_inverse=False, return_counts=False, dim=None) is ours without dim",
+              "(input, sorted=True, return_inverse=False, return_counts=False, dim=None) is ours",
     "unique_consecutive": "torch.unique_consecutive is a Python wrapper taking (*args, **kwargs); its documented "
                           "signature (input, return_inverse=False, return_counts=False, dim=None) is ours",
     "norm": "torch's default p='fro' equals p=2 on the reduced elements; flambeau's p is a number (2.0)",

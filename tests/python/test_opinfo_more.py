@@ -214,6 +214,9 @@ CASES = {
     "unique_consecutive_dim": lambda L, x: tuple(L.unique_consecutive(
         T(L, np.array([[1, 1, 2, 2, 2, 1], [3, 3, 0, 0, 0, 3]])), return_counts=True, dim=1)),
     "unique_consecutive_values": lambda L, x: T(L, INTS).unique_consecutive(),
+    "unique_dim0": lambda L, x: tuple(L.unique(T(L, INTS[:, :2]).repeat(2, 1), return_inverse=True,
+                                               return_counts=True, dim=0)),
+    "unique_dim1": lambda L, x: tuple(T(L, np.array([[1, 0, 1, 2], [3, 4, 3, 0]])).unique(dim=1, return_counts=True)),
     # Convolutions and padding (nn/convolution.cpp, nn/padding.cpp): x (5, 6) as channels x length or an image.
     "convolution": lambda L, x: L.convolution(x[None], T(L, CONV_W[0]), T(L, CONV_W[1]), [2], [1], [1], False, [0], 1),
     "conv1d": lambda L, x: L.nn.functional.conv1d(x[None], T(L, CONV_W[0]), stride=1, padding=2, dilation=2),

@@ -113,3 +113,15 @@ def test_unique_consecutive_edges():
     assert fl.unique_consecutive(big).tolist() == [2**62 + 1, 2**62]
     with pytest.raises(IndexError):
         fl.unique_consecutive(fl.ones(2, 2), dim=2)
+
+
+def test_unique_compares_in_the_dtype_and_sorts_slices():
+    big = fl.tensor([2**62 + 1, 2**62, 2**62, 2**62 + 1])  # not merged through double
+    values, inverse, counts = fl.unique(big, return_inverse=True, return_counts=True)
+    assert values.tolist() == [2**62, 2**62 + 1] and inverse.tolist() == [1, 0, 0, 1] and counts.tolist() == [2, 2]
+    rows = np.array([[3, 1], [1, 2], [3, 1], [1, 1]])
+    values, inverse = fl.unique(fl.tensor(rows), return_inverse=True, dim=0)
+    assert values.tolist() == [[1, 1], [1, 2], [3, 1]] and inverse.tolist() == [2, 1, 2, 0]
+    assert fl.unique(fl.zeros(0, 3), dim=0).shape == (0, 3)
+    with pytest.raises(IndexError):
+        fl.unique(fl.ones(2, 2), dim=2)

@@ -75,8 +75,8 @@
     Both, &topk)                                                                                                     \
   X(kthvalue, "kthvalue(Tensor input, int k, int dim=-1, bool keepdim=False) -> (Tensor values, Tensor indices)",    \
     Both, &kthvalue)                                                                                                 \
-  X(unique, "unique(Tensor input, bool sorted=True, bool return_inverse=False, bool return_counts=False) -> Tensor", \
-    Both, &unique)                                                                                                   \
+  X(unique, "unique(Tensor input, bool sorted=True, bool return_inverse=False, bool return_counts=False, "           \
+    "int? dim=None) -> Tensor", Both, &unique)                                                                       \
   X(unique_consecutive,                                                                                              \
     "unique_consecutive(Tensor input, bool return_inverse=False, bool return_counts=False, int? dim=None) -> Tensor",  \
     Both, &unique_consecutive)                                                                                       \

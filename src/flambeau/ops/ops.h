@@ -146,10 +146,11 @@ Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false, bool 
 std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
 // The k-th smallest (1-based) along dim.
 std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim = -1, bool keepdim = false);
-// Sorted distinct values of all elements; inverse (shaped like t) and counts when asked
-// (undefined tensors otherwise). NaNs are not merged, as in PyTorch.
+// Sorted distinct values of all elements (dim: distinct slices along dim, in lexicographic
+// order); inverse (shaped like t, or [t.size(dim)]) and counts when asked (undefined tensors
+// otherwise). Compared exactly in t's dtype; NaNs are not merged, as in PyTorch.
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& t, bool sorted = true, bool return_inverse = false,
-                                          bool return_counts = false);
+                                          bool return_counts = false, std::optional<int64_t> dim = {});
 // unique over runs of equal consecutive elements (dim: of equal consecutive slices along dim).
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& t, bool return_inverse = false,
                                                       bool return_counts = false, std::optional<int64_t> dim = {});

@@ -1,5 +1,5 @@
 // Sorting along one dim: sort (always stable, ascending or descending), argsort, topk,
-// kthvalue; unique over all elements; searchsorted.
+// kthvalue; unique (over all elements or slices along a dim); searchsorted.
 // NaN sorts as larger than every number, as in PyTorch: last ascending, first descending.
 // Rows are moved last, made contiguous and sorted independently in parallel.
 #include <algorithm>
@@ -179,36 +179,39 @@ FLB_DIFF_OP(kthvalue,
   return {kv, ki};
 }
 
+// Sorted, then unique_consecutive: values compared exactly in their own dtype. With dim,
+// the slices along dim are sorted lexicographically (stable sorts from the last element
+// to the first) and equal slices merged.
 FLB_OP(unique,
-       (const Tensor& t, bool sorted, bool return_inverse, bool return_counts),
-       (t, sorted, return_inverse, return_counts), std::tuple<Tensor, Tensor, Tensor>) {
+       (const Tensor& t, bool sorted, bool return_inverse, bool return_counts, std::optional<int64_t> dim),
+       (t, sorted, return_inverse, return_counts, dim), std::tuple<Tensor, Tensor, Tensor>) {
   (void)sorted;  // results always come sorted, as PyTorch's CPU unique does
-  auto [v, order] = sort(t.reshape({-1}), 0);
-  const int64_t n = v.numel();
-  std::vector<int64_t> group_of(static_cast<size_t>(n)), counts;
-  std::vector<int64_t> firsts;
-  const Tensor vd = v.to(kFloat64);
-  const double* p = vd.data<double>();
-  for (int64_t i = 0; i < n; ++i) {
-    const bool same = i > 0 && p[i] == p[i - 1];  // NaN != NaN: each NaN is its own value
-    if (!same) {
-      firsts.push_back(i);
-      counts.push_back(0);
-    }
-    ++counts.back();
-    group_of[size_t(i)] = int64_t(firsts.size()) - 1;
+  const int64_t d = dim ? wrap_dim(*dim, std::max<int64_t>(t.dim(), 1), "unique") : 0;
+  FLB_CHECK(!dim || t.dim() > 0, IndexError, "[unique] dim ", *dim, " of a 0-dim tensor");
+  const Tensor x = dim ? movedim(t, {d}, {0}) : t.reshape({-1});
+  const int64_t n = x.size(0);
+  Tensor order;
+  if (!dim) {
+    order = sort(x, 0, false, true).second;
+  } else if (n > 0) {
+    FLB_CHECK(x.numel() > 0, ValueError, "[unique] cannot take unique slices along dim ", d,
+              " of a tensor of shape ", shape_str(t.sizes()), " whose other dims are empty");
+    const Tensor rows = x.reshape({n, -1});
+    order = arange(n);
+    for (int64_t c = rows.size(1) - 1; c >= 0; --c)
+      order = index_select(order, 0, argsort(index_select(rows.select(1, c), 0, order), 0, false, true));
   }
-  Tensor values = empty({int64_t(firsts.size())}, t.dtype());
-  for (size_t g = 0; g < firsts.size(); ++g) values.narrow(0, int64_t(g), 1).copy_(v.narrow(0, firsts[g], 1));
-  Tensor inverse, count_t;
+  if (!order.defined()) order = zeros({0}, kInt64);
+  const Tensor sorted_x = index_select(x, 0, order);
+  auto [values, inverse_sorted, counts] = unique_consecutive(sorted_x, return_inverse, return_counts,
+                                                              dim ? std::optional<int64_t>(0) : std::nullopt);
+  if (dim) values = movedim(values, {0}, {d});
+  Tensor inverse;
   if (return_inverse) {
-    inverse = empty({n}, kInt64);
-    const int64_t* o = order.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i) inverse.data<int64_t>()[o[i]] = group_of[size_t(i)];
-    inverse = inverse.reshape(t.sizes());
+    inverse = n == 0 ? zeros({0}, kInt64) : index_select(inverse_sorted.reshape({-1}), 0, argsort(order, 0));
+    if (!dim) inverse = inverse.reshape(t.sizes());
   }
-  if (return_counts) count_t = from_vector<int64_t>(counts);
-  return {values, inverse, count_t};
+  return {values, inverse, counts};
 }
 
 FLB_OP(unique_consecutive, (const Tensor& t, bool return_inverse, bool return_counts, std::optional<int64_t> dim),
