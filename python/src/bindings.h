@@ -58,6 +58,8 @@ void bind_optim(nb::module_& m);
 void bind_nn(nb::module_& m);
 // torch.convolution and nn.functional's convolutions and pad, after bind_nn (conv.cpp).
 void bind_conv(nb::module_& m, nb::class_<Tensor>& cls);
+// nn.functional's pooling, after bind_conv (pool.cpp).
+void bind_pool(nb::module_& m, nb::class_<Tensor>& cls);
 // The C++ layers made by name, in flambeau._C._nn (nn_layers.cpp).
 void bind_cpp_layers(nb::module_& nm);
 void bind_io(nb::module_& m);

@@ -116,6 +116,7 @@ NB_MODULE(_C, m) {
   bind_optim(m);
   bind_nn(m);
   bind_conv(m, cls);
+  bind_pool(m, cls);
   bind_io(m);
   bind_flex(m);
   bind_distributed(m);

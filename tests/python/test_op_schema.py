@@ -98,6 +98,10 @@ def torch_match(op):
     out= overloads)."""
     ours = [a["name"] for a in op["arguments"]]
     fn = getattr(torch.nn.functional if op["functional"] else torch, op["name"], None)
+    if op["functional"] and hasattr(torch.nn.functional, op["name"] + "_with_indices"):
+        # max_pool*d, adaptive_max_pool*d: boolean_dispatch wrappers taking (*args, **kwargs) over
+        # <op>_with_indices, whose signature is the documented one.
+        fn = getattr(torch.nn.functional, op["name"] + "_with_indices")
     if inspect.isfunction(fn):
         params = inspect.signature(fn).parameters
         return {n: PythonArg(p) for n, p in params.items()} if all(n in params for n in ours) else None

@@ -239,6 +239,23 @@ CASES = {
     "group_norm": lambda L, x: L.nn.functional.group_norm(x.reshape(1, 6, 5), 3, eps=1e-3),
     "instance_norm": lambda L, x: L.nn.functional.instance_norm(x[None]),
     "local_response_norm": lambda L, x: L.nn.functional.local_response_norm(x[None], 3, alpha=0.01),
+    # Pooling (nn/pooling.cpp): x (5, 6) as channels x length, an image, or (1, 5, 2, 3) a volume.
+    "max_pool1d": lambda L, x: L.nn.functional.max_pool1d(x[None], 3, 2, 1, ceil_mode=True),
+    "max_pool1d_indices": lambda L, x: tuple(L.nn.functional.max_pool1d(x, 2, return_indices=True)),
+    "max_pool2d": lambda L, x: tuple(L.nn.functional.max_pool2d(x[None], (2, 3), 1, (1, 1), dilation=(2, 1),
+                                                                return_indices=True)),
+    "max_pool3d": lambda L, x: L.nn.functional.max_pool3d(x.reshape(1, 5, 2, 3), 2, ceil_mode=True),
+    "avg_pool1d": lambda L, x: L.nn.functional.avg_pool1d(x[None], 3, 2, 1, count_include_pad=False),
+    "avg_pool2d": lambda L, x: L.nn.functional.avg_pool2d(x[None, None], 3, 2, 1, ceil_mode=True),
+    "avg_pool2d_divisor": lambda L, x: L.nn.functional.avg_pool2d(x[None], 2, divisor_override=3),
+    "avg_pool3d": lambda L, x: L.nn.functional.avg_pool3d(x.reshape(1, 1, 5, 2, 3), 2, padding=1,
+                                                          count_include_pad=False),
+    "adaptive_avg_pool1d": lambda L, x: L.nn.functional.adaptive_avg_pool1d(x, 4),
+    "adaptive_avg_pool2d": lambda L, x: L.nn.functional.adaptive_avg_pool2d(x[None], (3, None)),
+    "adaptive_avg_pool3d": lambda L, x: L.nn.functional.adaptive_avg_pool3d(x.reshape(1, 5, 2, 3), (2, 1, 2)),
+    "adaptive_max_pool1d": lambda L, x: tuple(L.nn.functional.adaptive_max_pool1d(x, 4, return_indices=True)),
+    "adaptive_max_pool2d": lambda L, x: tuple(L.nn.functional.adaptive_max_pool2d(x[None], (4, 4), True)),
+    "adaptive_max_pool3d": lambda L, x: L.nn.functional.adaptive_max_pool3d(x.reshape(1, 5, 2, 3), (3, 2, 2)),
 }
 
 

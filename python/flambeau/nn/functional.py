@@ -238,6 +238,66 @@ def pad(input, pad, mode="constant", value=None):
     return _C._nn.pad(input, pad, mode, value)
 
 
+# Pooling (C++: nn/pooling.cpp). stride None means kernel_size; return_indices=True gives
+# (values, indices), the indices flat positions in each input plane; an adaptive
+# output_size entry None keeps the input's size.
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _C._nn.max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _C._nn.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _C._nn.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def _stride(stride):
+    """aten's avg_pool*d write stride=None as [] (kernel_size)."""
+    return [] if stride is None else stride
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _C._nn.avg_pool1d(input, kernel_size, _stride(stride), padding, ceil_mode, count_include_pad)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _C._nn.avg_pool2d(input, kernel_size, _stride(stride), padding, ceil_mode, count_include_pad,
+                             divisor_override)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _C._nn.avg_pool3d(input, kernel_size, _stride(stride), padding, ceil_mode, count_include_pad,
+                             divisor_override)
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return _C._nn.adaptive_avg_pool1d(input, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return _C._nn.adaptive_avg_pool2d(input, output_size)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _C._nn.adaptive_avg_pool3d(input, output_size)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return _C._nn.adaptive_max_pool1d(input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    return _C._nn.adaptive_max_pool2d(input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    return _C._nn.adaptive_max_pool3d(input, output_size, return_indices)
+
+
 # Batch, group, instance and local response norms (C++: nn/batch_norm.cpp).
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
     return _C._nn.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)

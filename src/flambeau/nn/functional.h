@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "flambeau/core/generator.h"
 #include "flambeau/core/tensor.h"
@@ -131,6 +132,39 @@ Tensor instance_norm(const Tensor& x, const std::optional<Tensor>& running_mean 
                      double eps = 1e-5);
 // x / (k + alpha * mean of x^2 over `size` neighbouring channels, zero-padded)^beta.
 Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+
+// ---- pooling (nn/pooling.cpp) ----------------------------------------------------------------
+// Inputs [N, C, *spatial] or unbatched [C, *spatial], floating point (float16 / bfloat16
+// compute in float32). kernel_size, stride, padding and dilation take one value per spatial
+// dim or one for all; an empty stride means kernel_size. Output size per dim:
+// (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1, rounded down, or up with
+// ceil_mode (then a last window starting past the input and its left padding is dropped).
+// padding is at most half the (dilated) kernel. The indices of max pooling are flat
+// positions in each input plane (int64); ties pick the first maximum in window order and
+// NaN propagates. Average pooling divides by divisor_override when given, else by the
+// window clipped to the padded bounds (count_include_pad) or to the input. Adaptive
+// pooling: output bin i of a dim covers [floor(i * in / out), ceil((i + 1) * in / out)).
+#define FLB_DECLARE_POOL(N)                                                                                 \
+  Tensor max_pool##N##d(const Tensor& input, const Dims& kernel_size, const Dims& stride = {},              \
+                        const Dims& padding = {0}, const Dims& dilation = {1}, bool ceil_mode = false);     \
+  std::pair<Tensor, Tensor> max_pool##N##d_with_indices(const Tensor& input, const Dims& kernel_size,       \
+                                                        const Dims& stride = {}, const Dims& padding = {0}, \
+                                                        const Dims& dilation = {1}, bool ceil_mode = false);  \
+  Tensor adaptive_avg_pool##N##d(const Tensor& input, const Dims& output_size);                             \
+  Tensor adaptive_max_pool##N##d(const Tensor& input, const Dims& output_size);                             \
+  std::pair<Tensor, Tensor> adaptive_max_pool##N##d_with_indices(const Tensor& input, const Dims& output_size);
+FLB_DECLARE_POOL(1)
+FLB_DECLARE_POOL(2)
+FLB_DECLARE_POOL(3)
+#undef FLB_DECLARE_POOL
+Tensor avg_pool1d(const Tensor& input, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& input, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = {});
+Tensor avg_pool3d(const Tensor& input, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = {});
 
 // ---- losses ----------------------------------------------------------------------------------
 // reduction: "mean", "sum" or "none" (anything else is a ValueError). The class dim of

@@ -81,6 +81,26 @@ FLB_CONV_KERNEL(2)
 FLB_CONV_KERNEL(3)
 #undef FLB_CONV_KERNEL
 
+// max_pool*d / adaptive_max_pool*d: return_indices gives (values, indices), else values.
+#define FLB_POOL_KERNELS(N)                                                                                   \
+  std::vector<Value> max_pool##N##d(const Tensor& x, const Dims& kernel, const Dims& stride, const Dims& pad, \
+                                    const Dims& dilation, bool ceil_mode, bool return_indices) {             \
+    namespace F = nn::functional;                                                                            \
+    if (!return_indices) return {F::max_pool##N##d(x, kernel, stride, pad, dilation, ceil_mode)};           \
+    auto [v, i] = F::max_pool##N##d_with_indices(x, kernel, stride, pad, dilation, ceil_mode);               \
+    return {v, i};                                                                                           \
+  }                                                                                                          \
+  std::vector<Value> adaptive_max_pool##N##d(const Tensor& x, const Dims& output_size, bool return_indices) { \
+    namespace F = nn::functional;                                                                            \
+    if (!return_indices) return {F::adaptive_max_pool##N##d(x, output_size)};                               \
+    auto [v, i] = F::adaptive_max_pool##N##d_with_indices(x, output_size);                                   \
+    return {v, i};                                                                                           \
+  }
+FLB_POOL_KERNELS(1)
+FLB_POOL_KERNELS(2)
+FLB_POOL_KERNELS(3)
+#undef FLB_POOL_KERNELS
+
 // Ops the op hook reports that are not in the schema table (methods Python binds by hand:
 // the *sizes forms, the in-place forms; the fused attention and norm kernels' two halves): boxed too,
 // so that recorded programs replay them.

@@ -245,6 +245,36 @@
     "-> Tensor", Functional, &nn::functional::instance_norm)                                                         \
   X(local_response_norm, "local_response_norm(Tensor input, int size, float alpha=0.0001, float beta=0.75, "         \
     "float k=1.0) -> Tensor", Functional, &nn::functional::local_response_norm)                                      \
+  /* pooling (nn/pooling.cpp) */                                                                                     \
+  X(max_pool1d, "max_pool1d(Tensor input, int[1] kernel_size, int[1]? stride=None, int[1] padding=0, "               \
+    "int[1] dilation=1, bool ceil_mode=False, bool return_indices=False) -> (Tensor, Tensor)", Functional,           \
+    &adapt::max_pool1d)                                                                                              \
+  X(max_pool2d, "max_pool2d(Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=0, "               \
+    "int[2] dilation=1, bool ceil_mode=False, bool return_indices=False) -> (Tensor, Tensor)", Functional,           \
+    &adapt::max_pool2d)                                                                                              \
+  X(max_pool3d, "max_pool3d(Tensor input, int[3] kernel_size, int[3]? stride=None, int[3] padding=0, "               \
+    "int[3] dilation=1, bool ceil_mode=False, bool return_indices=False) -> (Tensor, Tensor)", Functional,           \
+    &adapt::max_pool3d)                                                                                              \
+  X(avg_pool1d, "avg_pool1d(Tensor input, int[1] kernel_size, int[1] stride=[], int[1] padding=[0], "                \
+    "bool ceil_mode=False, bool count_include_pad=True) -> Tensor", Functional, &nn::functional::avg_pool1d)         \
+  X(avg_pool2d, "avg_pool2d(Tensor input, int[2] kernel_size, int[2] stride=[], int[2] padding=[0, 0], "             \
+    "bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor", Functional,          \
+    &nn::functional::avg_pool2d)                                                                                     \
+  X(avg_pool3d, "avg_pool3d(Tensor input, int[3] kernel_size, int[3] stride=[], int[3] padding=[0, 0, 0], "          \
+    "bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor", Functional,          \
+    &nn::functional::avg_pool3d)                                                                                     \
+  X(adaptive_avg_pool1d, "adaptive_avg_pool1d(Tensor input, int[1] output_size) -> Tensor", Functional,              \
+    &nn::functional::adaptive_avg_pool1d)                                                                            \
+  X(adaptive_max_pool1d, "adaptive_max_pool1d(Tensor input, int[1] output_size, bool return_indices=False) "         \
+    "-> (Tensor, Tensor)", Functional, &adapt::adaptive_max_pool1d)                                                  \
+  X(adaptive_avg_pool2d, "adaptive_avg_pool2d(Tensor input, int[2] output_size) -> Tensor", Functional,              \
+    &nn::functional::adaptive_avg_pool2d)                                                                            \
+  X(adaptive_max_pool2d, "adaptive_max_pool2d(Tensor input, int[2] output_size, bool return_indices=False) "         \
+    "-> (Tensor, Tensor)", Functional, &adapt::adaptive_max_pool2d)                                                  \
+  X(adaptive_avg_pool3d, "adaptive_avg_pool3d(Tensor input, int[3] output_size) -> Tensor", Functional,              \
+    &nn::functional::adaptive_avg_pool3d)                                                                            \
+  X(adaptive_max_pool3d, "adaptive_max_pool3d(Tensor input, int[3] output_size, bool return_indices=False) "         \
+    "-> (Tensor, Tensor)", Functional, &adapt::adaptive_max_pool3d)                                                  \
   X(embedding, "embedding(Tensor input, Tensor weight, int? padding_idx=None) -> Tensor", Functional,               \
     &adapt::embedding)                                                                                               \
   X(one_hot, "one_hot(Tensor input, int num_classes=-1) -> Tensor", Functional, &one_hot)                            \
