@@ -17,6 +17,50 @@ std::vector<Tensor> tensors_from_args(const nb::args& args) {
   return out;
 }
 
+// einsum(equation, *operands) or einsum(equation, [operands]); torch's sublist form
+// einsum(op0, [0, 1], op1, [1, 2], [0, 2]) (labels 0-51: A-Z, a-z; Ellipsis: "...") becomes
+// the equation it spells. path: opt_einsum's pairs, nested or flat.
+void bind_einsum(nb::module_& m) {
+  m.def("einsum", [](nb::handle equation, nb::args rest, nb::handle path) {
+    std::string eq;
+    std::vector<Tensor> operands;
+    if (nb::isinstance<nb::str>(equation)) {
+      eq = nb::cast<std::string>(equation);
+      operands = tensors_from_args(rest);
+    } else {
+      FLB_CHECK(nb::isinstance<Tensor>(equation), TypeError,
+                "[einsum] expected an equation string or a tensor (sublist format) first, got ",
+                nb::type_name(equation.type()).c_str());
+      std::vector<nb::handle> items{equation};
+      for (nb::handle h : rest) items.push_back(h);
+      auto spell = [](nb::handle sublist) {
+        std::string s;
+        for (nb::handle l : nb::iter(sublist)) {
+          if (l.is(nb::handle(Py_Ellipsis))) { s += "..."; continue; }
+          const int64_t v = nb::cast<int64_t>(l);
+          FLB_CHECK(v >= 0 && v < 52, ValueError, "[einsum] subscript in sublist format must be in [0, 52), got ", v);
+          s += char(v < 26 ? 'A' + v : 'a' + v - 26);
+        }
+        return s;
+      };
+      size_t i = 0;
+      for (; i + 1 < items.size(); i += 2) {
+        operands.push_back(nb::cast<Tensor>(items[i]));
+        eq += (i ? "," : "") + spell(items[i + 1]);
+      }
+      if (i < items.size()) eq += "->" + spell(items[i]);
+    }
+    std::optional<Dims> p;
+    if (!path.is_none()) {
+      p.emplace();
+      for (nb::handle step : nb::iter(path))
+        for (int64_t v : dims_from(step)) p->push_back(v);
+    }
+    nb::gil_scoped_release release;
+    return einsum(eq, operands, p);
+  }, "equation"_a, "tensors"_a, "path"_a = nb::none());
+}
+
 // repeats: an int (one count) or an integer tensor.
 Tensor repeats_from(nb::handle h) {
   int64_t n;
@@ -90,6 +134,25 @@ void bind_shape_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   def_op<schemas::cosine_similarity>(m, cls, &cosine_similarity, release_gil());
   def_op<schemas::pairwise_distance>(m, cls, &pairwise_distance, release_gil());
   def_op<schemas::cdist>(m, cls, &cdist, release_gil());
+  // dims: an int (a's last dims against b's first), a pair of dim lists (or ints), or a tensor of either.
+  def_op<schemas::tensordot>(m, cls, [](const Tensor& a, const Tensor& b, nb::handle dims) {
+    if (nb::isinstance<Tensor>(dims)) {
+      const Tensor d = nb::cast<Tensor>(dims);
+      if (d.dim() == 0) return tensordot(a, b, d.item<int64_t>());
+      FLB_CHECK(d.dim() == 2 && d.size(0) == 2, ValueError, "[tensordot] dims as a tensor must be a number or of shape [2, n], got ",
+                shape_str(d.sizes()));
+      const Tensor c = d.to(kInt64).contiguous();
+      const int64_t* v = c.data<int64_t>();
+      const size_t k = size_t(d.size(1));
+      return tensordot(a, b, Dims(v, k), Dims(v + k, k));
+    }
+    int64_t n;
+    if (nb::try_cast<int64_t>(dims, n)) return tensordot(a, b, n);
+    FLB_CHECK(nb::len(dims) == 2, ValueError, "[tensordot] dims must be an int or a pair of dim lists, got ",
+              nb::str(dims).c_str());
+    return tensordot(a, b, dims_from(dims[0]), dims_from(dims[1]));
+  });
+  bind_einsum(m);
   m.def("meshgrid", [](nb::args tensors, std::optional<std::string> indexing) {
     return nb::tuple(to_list_of(meshgrid(tensors_from_args(tensors), indexing.value_or("ij"))));
   }, "tensors"_a, "indexing"_a = "ij");

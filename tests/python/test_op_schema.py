@@ -29,6 +29,8 @@ KNOWN_DIFFERENCES = {
     "dropout": "flambeau's dropout takes a generator; torch's F.dropout an inplace flag",
     "linear_cross_entropy": "z_loss and chunk_size are flambeau's (torch 2.13 takes an options object); "
                             "flambeau.nn.functional's wrapper also takes ignore_index=None for -100, as torch",
+    "einsum": "torch.einsum is a Python wrapper taking (*args) (an equation and operands, or the sublist form); "
+              "its aten schema (equation, tensors, *, path=None) is ours, the operands as varargs",
     "sort": "torch's Python binding takes dim and descending positionally, as here (aten: keyword-only)",
     **dict.fromkeys(["tril_indices", "triu_indices"], "dtype=None means int64 (torch's schema: dtype=long)"),
     "argsort": "torch's Python binding takes dim and descending positionally, as here (aten: keyword-only)",
@@ -57,8 +59,9 @@ def python_signature(fn):
 
 
 # Ops whose list argument Python takes as varargs, as torch's (torch.meshgrid(a, b),
-# x.repeat(2, 3)): the binding reads (*tensors, ...), later arguments keyword-only.
-VARARGS = {"meshgrid", "cartesian_prod", "block_diag", "repeat"}
+# x.repeat(2, 3), torch.einsum("ij,jk", a, b)): the binding reads (..., *tensors, ...), later
+# arguments keyword-only. The value: the list argument's position.
+VARARGS = {"meshgrid": 0, "cartesian_prod": 0, "block_diag": 0, "repeat": 1, "einsum": 1}
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
@@ -69,7 +72,7 @@ def test_binding_follows_the_schema(name):
     kwarg_only = [a["kwarg_only"] for a in args]
     kw = kwarg_only.index(True) if True in kwarg_only else None
     if name in VARARGS:
-        star = 1 if op["method"] else 0
+        star = VARARGS[name]
         expected[star] = ("*" + expected[star][0], "<required>")
         kw = None
     if op["functional"]:

@@ -18,6 +18,10 @@ huge, tiny) follow a written rule that flambeau must satisfy whatever the CPU:
                                                      silu/gelu(+inf) = +inf, silu/gelu(-inf) = 0
   NaN in, NaN out (maximum/minimum/clamp too)        every float op, except where/comparisons
                                                      (NaN compares unequal, is truthy) and sign
+  mpmath's value, with torch's poles and limits:     lgamma digamma erfinv i0
+    lgamma = +inf at poles and +-inf, digamma(+-0) =
+    -+inf, NaN at negative integers and -inf,
+    erfinv(+-1) = +-inf, NaN beyond
   sign(x) = (0 < x) - (x < 0): sign(NaN) = 0 and     sign
     sign(-0) = 0, as PyTorch defines it
   sign of zero: as IEEE for                          neg abs floor ceil trunc sqrt mul reciprocal
@@ -36,6 +40,7 @@ answer has errors of its own, so it is not the reference there."""
 import math
 import zlib
 
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -141,7 +146,44 @@ IEEE = {"exp": np.exp, "expm1": np.expm1, "sin": np.sin, "cos": np.cos, "tanh": 
         "minimum": np.minimum, "atan2": np.arctan2, "remainder": np.remainder, "floor_divide": np.floor_divide,
         "pow": np.power, "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "tan": np.tan,
         "reciprocal": np.reciprocal, "sign": lambda x: np.where(np.isnan(x), 0.0, np.sign(x)) + 0.0}
-SIGNED_ZERO = {"neg", "abs", "floor", "ceil", "trunc", "sqrt", "mul", "reciprocal"}
+SIGNED_ZERO = {"neg", "abs", "floor", "ceil", "trunc", "sqrt", "mul", "reciprocal", "fmod", "copysign"}
+
+
+def special64(fn):
+    """A special function's float64 rule: mpmath's value, with the edges as torch defines them."""
+    def rule(x):
+        return np.array([fn(float(v)) for v in np.ravel(x)], dtype=np.float64).reshape(np.shape(x))
+    return rule
+
+
+def lgamma_edge(x):
+    if math.isnan(x):
+        return x
+    if math.isinf(x) or (x <= 0 and x == math.floor(x)):
+        return math.inf  # the poles, and lgamma(-inf) = inf as C99 says
+    return float(mpmath.log(abs(mpmath.gamma(x))))
+
+
+def digamma_edge(x):
+    if x == 0:
+        return math.copysign(math.inf, -x)  # torch: digamma(+-0) = -+inf
+    if math.isnan(x) or (x < 0 and (math.isinf(x) or x == math.floor(x))):
+        return math.nan  # poles and -inf
+    return x if math.isinf(x) else float(mpmath.digamma(x))
+
+
+def erfinv_edge(x):
+    if math.isnan(x) or abs(x) > 1:
+        return math.nan
+    return math.copysign(math.inf, x) if abs(x) == 1 else float(mpmath.erfinv(x))
+
+
+def i0_edge(x):
+    return x if math.isnan(x) else math.inf if math.isinf(x) else float(mpmath.besseli(0, x))
+
+
+IEEE.update({"fmod": np.fmod, "hypot": np.hypot, "copysign": np.copysign, "lgamma": special64(lgamma_edge),
+             "digamma": special64(digamma_edge), "erfinv": special64(erfinv_edge), "i0": special64(i0_edge)})
 
 
 def numpy_function(name):
@@ -266,6 +308,8 @@ OPS = [
     binary("remainder", lo=0.5, hi=6, dtypes=["float32", "float64", "int64"]),
     binary("floor_divide", lo=1, hi=6, dtypes=["float32", "float64", "int64"]),
     binary("pow", lo=0.5, hi=2),
+    binary("fmod", lo=0.5, hi=6, dtypes=["float32", "float64", "int64"]), binary("hypot"),
+    binary("copysign", dtypes=FLOATS + INTS[:1]),
     Op("add_scalar", lambda x: x + 2.5, lambda x: x + 2.5, dtypes=FLOATS + INTS[:2], rule=np_rule(lambda x: x + 2.5)),
     Op("rsub_scalar", lambda x: 3 - x, lambda x: 3 - x, dtypes=FLOATS + INTS[:2], rule=np_rule(lambda x: 3 - x)),
     Op("mul_int_scalar", lambda x: x * 3, lambda x: x * 3, dtypes=FLOATS + INTS, rule=np_rule(lambda x: x * 3)),

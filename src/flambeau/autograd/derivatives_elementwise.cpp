@@ -4,6 +4,7 @@
 
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::autograd {
@@ -50,6 +51,10 @@ UnaryRule unary_rule(UnaryOp op) {
     case UnaryOp::relu: return {"ReluBackward0", Saves::output};
     case UnaryOp::silu: return {"SiluBackward0", Saves::input};
     case UnaryOp::erf: return {"ErfBackward0", Saves::input};
+    case UnaryOp::erfinv: return {"ErfinvBackward0", Saves::output};
+    case UnaryOp::lgamma: return {"LgammaBackward0", Saves::input};
+    case UnaryOp::digamma: return {"DigammaBackward0", Saves::input};
+    case UnaryOp::i0: return {"I0Backward0", Saves::input};
     case UnaryOp::floor: return {"FloorBackward0", Saves::nothing};
     case UnaryOp::ceil: return {"CeilBackward0", Saves::nothing};
     case UnaryOp::round: return {"RoundBackward0", Saves::nothing};
@@ -95,6 +100,10 @@ Tensor unary_derivative(UnaryOp op, const Tensor& x, const Tensor& y) {
       return mul(s, add(mul(x, sub(Tensor(1), s)), 1));
     }
     case UnaryOp::erf: return mul(exp(neg(mul(x, x))), 2.0 / std::sqrt(M_PI));
+    case UnaryOp::erfinv: return mul(exp(mul(y, y)), std::sqrt(M_PI) / 2);
+    case UnaryOp::lgamma: return digamma(x);
+    case UnaryOp::digamma: return ops::special_unary(ops::SpecialFn::trigamma, x);
+    case UnaryOp::i0: return ops::special_unary(ops::SpecialFn::i1, x);
     case UnaryOp::gelu_erf: {
       const Tensor cdf = mul(add(erf(mul(x, M_SQRT1_2)), 1), 0.5);
       const Tensor pdf = mul(exp(mul(mul(x, x), -0.5)), 1.0 / std::sqrt(2 * M_PI));
@@ -153,6 +162,9 @@ const char* binary_node_name(BinaryOp op, const Tensor& a, const Tensor& b) {
     case BinaryOp::pow: return b_number ? "PowBackward0" : a_number ? "PowBackward2" : "PowBackward1";
     case BinaryOp::atan2: return "Atan2Backward0";
     case BinaryOp::remainder: return b_number ? "RemainderBackward0" : "RemainderBackward1";
+    case BinaryOp::fmod: return b_number ? "FmodBackward0" : "FmodBackward1";
+    case BinaryOp::hypot: return "HypotBackward0";
+    case BinaryOp::copysign: return b_number ? "CopysignBackward1" : "CopysignBackward0";
   }
   FLB_CHECK(false, Error, "[autograd] unknown binary op ", int(op));
 }
@@ -220,6 +232,27 @@ void record_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha, 
       saved = {a, b};
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         return std::vector<Tensor>{g[0], neg(mul(g[0], floor(div(s[0], s[1]))))};
+      };
+      break;
+    case BinaryOp::fmod:
+      saved = {a, b};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        return std::vector<Tensor>{g[0], neg(mul(g[0], trunc(div(s[0], s[1]))))};
+      };
+      break;
+    case BinaryOp::hypot:
+      saved = {a, b, out};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        const Tensor scale = div(g[0], s[2]);
+        return std::vector<Tensor>{mul(scale, s[0]), mul(scale, s[1])};
+      };
+      break;
+    case BinaryOp::copysign:
+      // d/da copysign(a, b) = out / a: +-1, taken as 0 at a == 0 (as PyTorch); zero for b.
+      saved = {a, out};
+      fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+        const Tensor ratio = where(eq(s[0], 0), Tensor(0.0), div(s[1], s[0]));
+        return std::vector<Tensor>{mul(g[0], ratio), zeros_like(g[0])};
       };
       break;
     case BinaryOp::floor_divide:

@@ -473,6 +473,12 @@ std::vector<std::string> sources_of(const Graph& g, const Plan& p) {
 
 // ---- Armv9-A (cross target) ---------------------------------------------------------------
 
+// Unary ops without a <cmath> form on the cross target.
+bool cross_has_unary(kernels::UnaryOp op) {
+  using U = kernels::UnaryOp;
+  return op != U::digamma && op != U::erfinv && op != U::i0;
+}
+
 // Each unary op as a plain C++ expression of v (the cross target's own libm).
 std::string unary_expression(kernels::UnaryOp op) {
   using U = kernels::UnaryOp;
@@ -480,10 +486,11 @@ std::string unary_expression(kernels::UnaryOp op) {
       {U::neg, "-v"}, {U::abs, "std::fabs(v)"}, {U::sign, "float((v > 0) - (v < 0))"},
       {U::rsqrt, "1.0f / std::sqrt(v)"}, {U::reciprocal, "1.0f / v"}, {U::sigmoid, "1.0f / (1.0f + std::exp(-v))"},
       {U::relu, "v < 0 ? 0.0f : v"}, {U::silu, "std::isinf(v) && v < 0 ? 0.0f : v / (1.0f + std::exp(-v))"},
-      {U::round, "std::nearbyint(v)"},
+      {U::round, "std::nearbyint(v)"}, {U::lgamma, "std::lgamma(v)"},
       {U::gelu_erf, "std::isinf(v) && v < 0 ? 0.0f : 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f))"},
       {U::gelu_tanh, "0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)))"}};
   if (auto it = special.find(op); it != special.end()) return it->second;
+  if (!cross_has_unary(op)) return "NAN";  // refused by cross_backend before it builds
 #define FLB_NAME(name, ...) \
   if (op == U::name) return std::string("std::") + #name + "(v)";
   FLB_UNARY_OPS(FLB_NAME)
@@ -574,6 +581,9 @@ CompiledFn cross_backend(const Graph& g, const Plan& p, int bits) {
             "[compile] target armv9-a+sve2: the graph must fuse into one kernel (float32 pointwise ops and last-dim "
             "reductions), got ", g.nodes.size(), " ops in ", p.steps.size(), " steps");
   const Kernel& k = std::get<Kernel>(p.steps[0]);
+  for (const KernelOp& op : k.ops)
+    FLB_CHECK(op.kind != KernelOp::Unary || cross_has_unary(kernels::UnaryOp(op.code)), NotImplementedError,
+              "[compile] target armv9-a+sve2: ", g.nodes[op.node].op, " has no kernel on this target");
   for (int v : g.outputs)
     FLB_CHECK(std::find(k.outputs.begin(), k.outputs.end(), v) != k.outputs.end(), NotImplementedError,
               "[compile] target armv9-a+sve2: every output must be computed by the kernel");

@@ -43,6 +43,10 @@
   X(relu, KeepInt, -3, 3)        \
   X(silu, FloatOnly, -3, 3)      \
   X(erf, ToFloat, -3, 3)         \
+  X(erfinv, ToFloat, -0.95, 0.95) \
+  X(lgamma, ToFloat, 0.1, 5)     \
+  X(digamma, ToFloat, 0.5, 5)    \
+  X(i0, ToFloat, -3, 3)          \
   X(floor, KeepInt, -3, 3)       \
   X(ceil, KeepInt, -3, 3)        \
   X(round, KeepInt, -5, 5)       \
@@ -50,10 +54,11 @@
 
 // Binary arithmetic ops with a tensor or a Scalar on either side.
 #define FLB_BINARY_OPS(X)                                                             \
-  X(mul) X(maximum) X(minimum) X(remainder) X(pow) X(atan2) X(floor_divide)
+  X(mul) X(maximum) X(minimum) X(remainder) X(pow) X(atan2) X(floor_divide) \
+  X(fmod) X(hypot) X(copysign)
 
 // The binary ops that also have an in-place form (name_) in PyTorch.
-#define FLB_BINARY_INPLACE_OPS(X) X(remainder) X(pow) X(atan2) X(floor_divide)
+#define FLB_BINARY_INPLACE_OPS(X) X(remainder) X(pow) X(atan2) X(floor_divide) X(fmod) X(hypot) X(copysign)
 
 // Comparisons: bool results.
 #define FLB_COMPARE_OPS(X) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
@@ -68,5 +73,6 @@ namespace flambeau {
 // (autograd/derivatives_elementwise.cpp) is keyed by: the ops of FLB_BINARY_OPS, add and sub
 // (with alpha), and div with its rounding modes. Switches over it have no default. The SIMD
 // kernels take their own enum (kernels::SimdBinaryOp).
-enum class BinaryOp : uint8_t { add, sub, mul, div, floor_divide, trunc_divide, remainder, pow, maximum, minimum, atan2 };
+enum class BinaryOp : uint8_t { add, sub, mul, div, floor_divide, trunc_divide, remainder, pow, maximum, minimum, atan2, fmod,
+                              hypot, copysign };
 }  // namespace flambeau

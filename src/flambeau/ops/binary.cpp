@@ -84,7 +84,8 @@ auto scalar_fn(BinaryOp op, T alpha) {
         // Refused for bool before getting here (sub, the divisions) or computed in int64
         // (pow) or float (div, atan2).
         case BinaryOp::sub: case BinaryOp::div: case BinaryOp::floor_divide: case BinaryOp::trunc_divide: case BinaryOp::remainder:
-        case BinaryOp::pow: case BinaryOp::atan2: return a;
+        case BinaryOp::pow: case BinaryOp::atan2: case BinaryOp::fmod: case BinaryOp::hypot: case BinaryOp::copysign:
+          return a;
       }
       return a;
     } else if constexpr (std::is_integral_v<T>) {
@@ -108,7 +109,9 @@ auto scalar_fn(BinaryOp op, T alpha) {
         case BinaryOp::pow: return int_pow(a, b);
         case BinaryOp::maximum: return std::max(a, b);
         case BinaryOp::minimum: return std::min(a, b);
-        case BinaryOp::div: case BinaryOp::atan2: return a;  // computed in float, never on integers
+        case BinaryOp::fmod: return b == -1 ? T(0) : T(a % b);  // C's remainder: the sign of a
+        // Computed in float, never on integers.
+        case BinaryOp::div: case BinaryOp::atan2: case BinaryOp::hypot: case BinaryOp::copysign: return a;
       }
       return a;
     } else {
@@ -128,6 +131,9 @@ auto scalar_fn(BinaryOp op, T alpha) {
         case BinaryOp::maximum: return std::isnan(a) ? a : std::isnan(b) ? b : std::max(a, b);
         case BinaryOp::minimum: return std::isnan(a) ? a : std::isnan(b) ? b : std::min(a, b);
         case BinaryOp::atan2: return std::atan2(a, b);
+        case BinaryOp::fmod: return std::fmod(a, b);
+        case BinaryOp::hypot: return std::hypot(a, b);
+        case BinaryOp::copysign: return std::copysign(a, b);
       }
       return a;
     }
@@ -144,6 +150,7 @@ std::optional<kernels::SimdBinaryOp> simd_op(BinaryOp op, const Scalar& alpha) {
     case BinaryOp::maximum: return kernels::SimdBinaryOp::maximum;
     case BinaryOp::minimum: return kernels::SimdBinaryOp::minimum;
     case BinaryOp::floor_divide: case BinaryOp::trunc_divide: case BinaryOp::remainder: case BinaryOp::pow: case BinaryOp::atan2:
+    case BinaryOp::fmod: case BinaryOp::hypot: case BinaryOp::copysign:
       return std::nullopt;  // scalar loop
   }
   return std::nullopt;
@@ -159,11 +166,14 @@ Tensor binary(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, S
   if (op == BinaryOp::sub)
     FLB_CHECK(a.dtype() != kBool && b.dtype() != kBool, TypeError, "[", name,
               "] subtraction, the `-` operator, with a bool tensor is not supported; use logical_xor() instead");
-  if (op == BinaryOp::floor_divide || op == BinaryOp::trunc_divide || op == BinaryOp::remainder)
-    FLB_CHECK(dt != kBool, TypeError, "[", name, "] not implemented for 'bool'");
-  if (!is_floating(dt) && (op == BinaryOp::div || op == BinaryOp::atan2)) dt = kDefaultFloat;
+  const bool int_division = op == BinaryOp::floor_divide || op == BinaryOp::trunc_divide ||
+                            op == BinaryOp::remainder || op == BinaryOp::fmod;
+  if (int_division) FLB_CHECK(dt != kBool, TypeError, "[", name, "] not implemented for 'bool'");
+  FLB_CHECK(op != BinaryOp::hypot || is_floating(dt), NotImplementedError, "[", name, "] not implemented for '",
+            dtype_name(dt), "' (shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()), ")");
+  if (!is_floating(dt) && (op == BinaryOp::div || op == BinaryOp::atan2 || op == BinaryOp::copysign)) dt = kDefaultFloat;
   if (dt == kBool && op == BinaryOp::pow) dt = kInt64;
-  if (!is_floating(dt) && (op == BinaryOp::floor_divide || op == BinaryOp::trunc_divide || op == BinaryOp::remainder))
+  if (!is_floating(dt) && int_division)
     FLB_CHECK(!any(eq(b, 0)).item<bool>(), Error, "[", name, "] ZeroDivisionError: integer division by zero");
   if (!is_floating(dt) && op == BinaryOp::add) FLB_CHECK(!alpha.is_floating(), TypeError, "[", name,
                                                     "] for integral input tensors, argument alpha must not be a floating point number");

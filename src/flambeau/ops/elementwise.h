@@ -135,6 +135,11 @@ decltype(auto) visit_compute_type(DType dtype, F&& f) {
   return visit_dtype(dtype, [&]<class T>() { return f.template operator()<compute_t<T>>(); });
 }
 
+// The derivatives of digamma (trigamma) and i0 (i1), elementwise in double (backward
+// functions run without recording, so they need no derivative of their own).
+enum class SpecialFn { trigamma, i1 };
+Tensor special_unary(SpecialFn fn, const Tensor& x);
+
 // `in` itself, or a copy of it when it shares memory with `out` through another layout
 // (a.add_(a.t())): reading it while `out` is written would see half-updated values.
 Tensor unalias(const Tensor& out, const Tensor& in);

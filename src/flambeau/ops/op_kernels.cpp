@@ -45,6 +45,18 @@ std::vector<Tensor> split(const Tensor& t, const Value& size, int64_t dim) {
   const Dims d = detail::Unbox<Dims>::get(size);
   return flambeau::split(t, std::vector<int64_t>(d.begin(), d.end()), dim);
 }
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors, std::optional<Dims> path) {
+  return flambeau::einsum(equation, tensors, path);
+}
+// dims: an int (a's last dims against b's first), or a's dims then b's, as one list of even length.
+Tensor tensordot(const Tensor& a, const Tensor& b, const Value& dims) {
+  if (auto* n = std::get_if<int64_t>(&dims)) return flambeau::tensordot(a, b, *n);
+  const Dims d = detail::Unbox<Dims>::get(dims);
+  FLB_CHECK(d.size() % 2 == 0, ValueError, "[tensordot] dims as one list must hold a's dims then b's, got ",
+            shape_str(d));
+  const size_t h = d.size() / 2;
+  return flambeau::tensordot(a, b, Dims(d.data(), h), Dims(d.data() + h, h));
+}
 Tensor reshape(const Tensor& t, const Dims& shape) { return t.reshape(shape); }
 Tensor permute(const Tensor& t, const Dims& dims) { return t.permute(dims); }
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) { return t.transpose(dim0, dim1); }

@@ -168,6 +168,8 @@
     "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "           \
     "bool transposed, int[] output_padding, int groups) -> Tensor", Function, &convolution)                          \
   X(cdist, "cdist(Tensor x1, Tensor x2, float p=2.0) -> Tensor", Function, &cdist)                                    \
+  X(einsum, "einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor", Function, &adapt::einsum)        \
+  X(tensordot, "tensordot(Tensor a, Tensor b, int[] dims=2) -> Tensor", Function, &adapt::tensordot)                 \
   /* joining and splitting */                                                                                        \
   X(split, "split(Tensor tensor, int[] split_size_or_sections, int dim=0) -> Tensor[]", Both, &adapt::split)         \
   X(cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", Function, &cat)                                               \

@@ -196,6 +196,15 @@ Tensor block_diag(const std::vector<Tensor>& tensors);
 // The bucket of each input value among sorted 1-D boundaries (searchsorted(boundaries, input)).
 Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32 = false, bool right = false);
 
+// ---- einsum and tensordot (ops/einsum.cpp) ---------------------------------------------
+// torch's equations: "ij,jk->ik", implicit outputs, "...", repeated labels (diagonals),
+// broadcasting. Contracted pairwise on bmm, cheapest pair first, or in the order of path
+// (opt_einsum's: pairs of positions in the list of operands left, the result appended).
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors, const std::optional<Dims>& path = {});
+// Sums a's dims_a against b's dims_b; the result's dims: a's others, then b's others.
+Tensor tensordot(const Tensor& a, const Tensor& b, const Dims& dims_a, const Dims& dims_b);
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t dims = 2);  // a's last `dims` with b's first
+
 // ---- math (ops/math.cpp; distances in nn/distance.cpp) --------------------------------
 Tensor isposinf(const Tensor& t);
 Tensor isneginf(const Tensor& t);

@@ -5,6 +5,7 @@
 
 #include "flambeau/core/op_hook.h"
 #include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/kernels/cpu/special_functions.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/autograd/derivatives.h"
 #include "flambeau/ops/ops.h"
@@ -114,6 +115,15 @@ Tensor predicate(const Tensor& t, const F& f) {
   Tensor& Tensor::name##_() { return flambeau::name##_(*this); }
 FLB_UNARY_OPS(FLB_DEFINE_UNARY)
 #undef FLB_DEFINE_UNARY
+
+Tensor ops::special_unary(SpecialFn fn, const Tensor& x) {
+  Tensor out = empty(x.sizes(), x.dtype());
+  ops::ElemLoop L = ops::make_elem_loop(out, {x});
+  ops::map_elementwise<double, double, 1>(L, [fn](double v) {
+    return fn == SpecialFn::trigamma ? kernels::special::trigamma(v) : kernels::special::i1(v);
+  });
+  return out;
+}
 
 FLB_OP(gelu, (const Tensor& t, const std::string& approximate), (t, approximate), Tensor) {
   FLB_CHECK(approximate == "none" || approximate == "tanh", ValueError,

@@ -1,13 +1,15 @@
 // Unary elementwise SIMD kernels (float32 and float64). Ops with a vector form use
 // Highway (float32 sin, cos, tanh and erf: polynomial forms in simd_common-inl.h); the
 // others (tan, the inverse and hyperbolic functions, exp2, expm1, log2, log10, log1p, and
-// float64 sin / cos / tanh) call libm per lane for accuracy.
+// float64 sin / cos / tanh) call libm per lane for accuracy, and the special functions
+// (erfinv, lgamma, digamma, i0) special_functions.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "flambeau/kernels/cpu/simd_unary.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
 #include "flambeau/kernels/cpu/simd_common-inl.h"
 #include "flambeau/kernels/cpu/simd.h"
+#include "flambeau/kernels/cpu/special_functions.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace flambeau::kernels::HWY_NAMESPACE {
@@ -74,6 +76,11 @@ void unary_impl(UnaryOp op, const T* x, T* y, int64_t n) {
     case UnaryOp::erf:
       if constexpr (f32) return map_unary(x, y, n, [](auto d, auto v) { return ErfF32(d, v); });
       else return map_libm(x, y, n, [](T v) { return std::erf(v); });
+    // Special functions: computed in double (special_functions.h), rounded once.
+    case UnaryOp::erfinv: return map_libm(x, y, n, [](T v) { return T(special::erfinv(v)); });
+    case UnaryOp::lgamma: return map_libm(x, y, n, [](T v) { return T(special::log_gamma(v)); });
+    case UnaryOp::digamma: return map_libm(x, y, n, [](T v) { return T(special::digamma(v)); });
+    case UnaryOp::i0: return map_libm(x, y, n, [](T v) { return T(special::i0(v)); });
     case UnaryOp::floor: return map_unary(x, y, n, [](auto, auto v) { return hn::Floor(v); });
     case UnaryOp::ceil: return map_unary(x, y, n, [](auto, auto v) { return hn::Ceil(v); });
     case UnaryOp::round: return map_unary(x, y, n, [](auto, auto v) { return hn::Round(v); });
