@@ -60,6 +60,8 @@ void bind_nn(nb::module_& m);
 void bind_conv(nb::module_& m, nb::class_<Tensor>& cls);
 // nn.functional's pooling, after bind_conv (pool.cpp).
 void bind_pool(nb::module_& m, nb::class_<Tensor>& cls);
+// torch.linalg's functions as _C.linalg_<name> (linalg.cpp).
+void bind_linalg(nb::module_& m, nb::class_<Tensor>& cls);
 // The C++ layers made by name, in flambeau._C._nn (nn_layers.cpp).
 void bind_cpp_layers(nb::module_& nm);
 void bind_io(nb::module_& m);

@@ -34,6 +34,8 @@ NB_MODULE(_C, m) {
   static PyObject* value_error = new_error(m, "ValueError", PyExc_ValueError);
   static PyObject* type_error = new_error(m, "TypeError", PyExc_TypeError);
   static PyObject* index_error = new_error(m, "IndexError", PyExc_IndexError);
+  static PyObject* linalg_error = PyErr_NewException("flambeau.linalg.LinAlgError", PyExc_RuntimeError, nullptr);
+  m.attr("LinAlgError") = nb::handle(linalg_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
@@ -43,6 +45,8 @@ NB_MODULE(_C, m) {
       PyErr_SetString(value_error, e.what());
     } catch (const flambeau::TypeError& e) {
       PyErr_SetString(type_error, e.what());
+    } catch (const flambeau::LinAlgError& e) {
+      PyErr_SetString(linalg_error, e.what());
     } catch (const flambeau::NotImplementedError& e) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     } catch (const flambeau::Error& e) {
@@ -113,6 +117,7 @@ NB_MODULE(_C, m) {
   bind_more_ops(m, cls);
   bind_shape_ops(m, cls);
   bind_autograd(m, cls);
+  bind_linalg(m, cls);
   bind_optim(m);
   bind_nn(m);
   bind_conv(m, cls);

@@ -101,6 +101,10 @@ def _setitem(t, v):
 
 # name -> why flambeau's node differs from torch's (flambeau composes or fuses differently).
 DIFFERENT = {
+    "linalg_solve": "a vector b is solved as a one-column matrix and squeezed (SqueezeBackward1); torch records "
+                    "LinalgSolveExBackward0 on the vector",
+    **dict.fromkeys(["linalg_pinv", "linalg_lstsq"], "composed of svd and matmul (ops/linalg.cpp); torch has one "
+                    "backward per op"),
     **dict.fromkeys(["nan_to_num", "logaddexp", "logaddexp2", "pairwise_distance", "cdist"],
                     "composed of where / norm (ops/math.cpp, nn/distance.cpp); torch has one backward per op"),
     "unique_consecutive": "flambeau's values are an index_select of the input (differentiable); torch records "

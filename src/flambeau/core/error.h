@@ -27,6 +27,12 @@ class NotImplementedError : public Error {
  public:
   using Error::Error;
 };
+// A numerical failure of a linear-algebra routine (a singular matrix, one not
+// positive-definite): torch.linalg.LinAlgError, a RuntimeError.
+class LinAlgError : public Error {
+ public:
+  using Error::Error;
+};
 
 namespace detail {
 template <class... A>

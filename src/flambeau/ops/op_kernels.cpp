@@ -6,6 +6,7 @@
 #include "flambeau/nn/attention.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/nn/linear_cross_entropy.h"
+#include "flambeau/ops/linalg.h"
 #include "flambeau/ops/op_schemas.h"
 #include "flambeau/ops/ops.h"
 #include "flambeau/ops/registry.h"
@@ -56,6 +57,42 @@ Tensor tensordot(const Tensor& a, const Tensor& b, const Value& dims) {
             shape_str(d));
   const size_t h = d.size() / 2;
   return flambeau::tensordot(a, b, Dims(d.data(), h), Dims(d.data() + h, h));
+}
+std::vector<Value> linalg_slogdet(const Tensor& A) {
+  auto [sign, logabs] = linalg::slogdet(A);
+  return {sign, logabs};
+}
+std::vector<Value> linalg_qr(const Tensor& A, const std::string& mode) {
+  auto [q, r] = linalg::qr(A, mode);
+  return {q, r};
+}
+std::vector<Value> linalg_svd(const Tensor& A, bool full_matrices, std::optional<std::string>) {  // driver: CUDA's
+  auto [u, s, vh] = linalg::svd(A, full_matrices);
+  return {u, s, vh};
+}
+Tensor linalg_svdvals(const Tensor& A, std::optional<std::string>) { return linalg::svdvals(A); }
+std::vector<Value> linalg_eigh(const Tensor& A, const std::string& uplo) {
+  auto [l, v] = linalg::eigh(A, uplo);
+  return {l, v};
+}
+std::vector<Value> linalg_lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
+                                std::optional<std::string> driver) {
+  auto [x, res, rank, sv] = linalg::lstsq(A, B, rcond, driver);
+  return {x, res, rank, sv};
+}
+Tensor linalg_vector_norm(const Tensor& x, double ord, std::optional<Dims> dim, bool keepdim, std::optional<DType> dtype) {
+  return linalg::vector_norm(x, ord, dim, keepdim, dtype);
+}
+// ord: "fro", "nuc" or a number.
+Tensor linalg_matrix_norm(const Tensor& A, const Value& ord, const Dims& dim, bool keepdim, std::optional<DType> dtype) {
+  if (auto* s = std::get_if<std::string>(&ord)) return linalg::matrix_norm(A, *s, dim, keepdim, dtype);
+  return linalg::matrix_norm(A, detail::Unbox<double>::get(ord), dim, keepdim, dtype);
+}
+// ord: none, a number, "fro" or "nuc".
+Tensor linalg_norm(const Tensor& A, const Value& ord, std::optional<Dims> dim, bool keepdim, std::optional<DType> dtype) {
+  if (auto* s = std::get_if<std::string>(&ord)) return linalg::norm(A, *s, dim, keepdim, dtype);
+  if (std::holds_alternative<std::monostate>(ord)) return linalg::norm(A, std::nullopt, dim, keepdim, dtype);
+  return linalg::norm(A, detail::Unbox<double>::get(ord), dim, keepdim, dtype);
 }
 Tensor reshape(const Tensor& t, const Dims& shape) { return t.reshape(shape); }
 Tensor permute(const Tensor& t, const Dims& dims) { return t.permute(dims); }

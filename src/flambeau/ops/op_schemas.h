@@ -170,6 +170,22 @@
   X(cdist, "cdist(Tensor x1, Tensor x2, float p=2.0) -> Tensor", Function, &cdist)                                    \
   X(einsum, "einsum(str equation, Tensor[] tensors, *, int[]? path=None) -> Tensor", Function, &adapt::einsum)        \
   X(tensordot, "tensordot(Tensor a, Tensor b, int[] dims=2) -> Tensor", Function, &adapt::tensordot)                 \
+  /* torch.linalg (ops/linalg.cpp) */                                                                                 \
+  X(linalg_det, "linalg_det(Tensor A) -> Tensor", Function, &linalg::det) \
+  X(linalg_slogdet, "linalg_slogdet(Tensor A) -> (Tensor sign, Tensor logabsdet)", Function, &adapt::linalg_slogdet) \
+  X(linalg_inv, "linalg_inv(Tensor A) -> Tensor", Function, &linalg::inv) \
+  X(linalg_solve, "linalg_solve(Tensor A, Tensor B, *, bool left=True) -> Tensor", Function, &linalg::solve) \
+  X(linalg_cholesky, "linalg_cholesky(Tensor input, *, bool upper=False) -> Tensor", Function, &linalg::cholesky) \
+  X(linalg_qr, "linalg_qr(Tensor A, str mode=\"reduced\") -> (Tensor Q, Tensor R)", Function, &adapt::linalg_qr) \
+  X(linalg_svd, "linalg_svd(Tensor A, bool full_matrices=True, *, str? driver=None) -> (Tensor U, Tensor S, Tensor Vh)", Function, &adapt::linalg_svd) \
+  X(linalg_svdvals, "linalg_svdvals(Tensor A, *, str? driver=None) -> Tensor", Function, &adapt::linalg_svdvals) \
+  X(linalg_eigh, "linalg_eigh(Tensor input, str UPLO=\"L\") -> (Tensor eigenvalues, Tensor eigenvectors)", Function, &adapt::linalg_eigh) \
+  X(linalg_eigvalsh, "linalg_eigvalsh(Tensor input, str UPLO=\"L\") -> Tensor", Function, &linalg::eigvalsh) \
+  X(linalg_pinv, "linalg_pinv(Tensor input, *, float? atol=None, float? rtol=None, bool hermitian=False) -> Tensor", Function, &linalg::pinv) \
+  X(linalg_lstsq, "linalg_lstsq(Tensor input, Tensor b, float? rcond=None, *, str? driver=None) -> (Tensor solution, Tensor residuals, Tensor rank, Tensor singular_values)", Function, &adapt::linalg_lstsq) \
+  X(linalg_vector_norm, "linalg_vector_norm(Tensor input, float ord=2, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Function, &adapt::linalg_vector_norm) \
+  X(linalg_matrix_norm, "linalg_matrix_norm(Tensor input, str ord=\"fro\", int[] dim=[-2, -1], bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Function, &adapt::linalg_matrix_norm) \
+  X(linalg_norm, "linalg_norm(Tensor input, float? ord=None, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor", Function, &adapt::linalg_norm) \
   /* joining and splitting */                                                                                        \
   X(split, "split(Tensor tensor, int[] split_size_or_sections, int dim=0) -> Tensor[]", Both, &adapt::split)         \
   X(cat, "cat(Tensor[] tensors, int dim=0) -> Tensor", Function, &cat)                                               \
