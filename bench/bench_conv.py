@@ -1,7 +1,7 @@
 """Convolution benchmarks (issue 22), flambeau vs PyTorch 2.13 in one process, 2 threads,
 float32: conv2d forward + backward (input, weight and bias gradients) at ResNet shapes,
 batch 32, and batch_norm (training) and max_pool2d (3x3 stride 2, as ResNet's stem) at the
-same activation shapes; the CNN example's epoch time is examples/cnn_fashion_mnist.py --compare. Alternating runs, medians; ratio = torch time / flambeau time (> 1: flambeau faster).
+same activation shapes, and a ResNet-18 SGD training step on 64x64 inputs; the CNN example's epoch time is examples/cnn_fashion_mnist.py --compare. Alternating runs, medians; ratio = torch time / flambeau time (> 1: flambeau faster).
 Usage: .venv/bin/python bench/bench_conv.py [reps] [batch]   (prints a Markdown table)"""
 import os
 import sys
@@ -73,11 +73,57 @@ def norm_pool_rows(batch, reps, r):
     return rows
 
 
+def resnet18(L, classes=10):
+    """torchvision's ResNet-18 layout (BasicBlock x [2, 2, 2, 2]) written against library L."""
+    nn = L.nn
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+                         if stride != 1 or cin != cout else None)
+
+        def forward(self, x):
+            y = nn.functional.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return nn.functional.relu(y + (self.down(x) if self.down is not None else x))
+
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for cout, stride in [(64, 1), (128, 2), (256, 2), (512, 2)]:
+        layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, classes)]
+    return nn.Sequential(*layers)
+
+
+def resnet_rows(batch, reps, r):
+    """One SGD training step of ResNet-18 on 64x64 inputs: forward, cross-entropy, backward, step."""
+    x = r.standard_normal((batch, 3, 64, 64)).astype(np.float32)
+    y = r.integers(0, 10, batch)
+    steps = []
+    for L in (fl, torch):
+        model = resnet18(L)
+        opt = L.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        xs, ys = L.tensor(x), L.tensor(y)
+
+        def step(L=L, model=model, opt=opt, xs=xs, ys=ys):
+            opt.zero_grad()
+            L.nn.functional.cross_entropy(model(xs), ys).backward()
+            opt.step()
+        steps.append(step)
+    return [("ResNet-18 training step, 64x64", *pair(steps[0], steps[1], reps))]
+
+
 def main(reps=5, batch=32):
     fl.set_num_threads(2)
     torch.set_num_threads(2)
     r = np.random.default_rng(0)
-    rows = conv_rows(batch, reps, r) + norm_pool_rows(batch, reps, r)
+    rows = conv_rows(batch, reps, r) + norm_pool_rows(batch, reps, r) + resnet_rows(batch, reps, r)
     print(f"batch {batch}, float32, 2 threads, median of {reps}\n")
     print("| case | flambeau ms | torch ms | ratio |\n|---|---|---|---|")
     for name, f, t in rows:

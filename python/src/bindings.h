@@ -60,6 +60,10 @@ void bind_nn(nb::module_& m);
 void bind_conv(nb::module_& m, nb::class_<Tensor>& cls);
 // nn.functional's pooling, after bind_conv (pool.cpp).
 void bind_pool(nb::module_& m, nb::class_<Tensor>& cls);
+// nn.functional's resampling: interpolate, pixel_shuffle (resample.cpp).
+void bind_resample(nb::module_& m, nb::class_<Tensor>& cls);
+// The recurrent layers' functions in flambeau._C._nn, after bind_nn (rnn.cpp).
+void bind_rnn(nb::module_& m);
 // torch.linalg's functions as _C.linalg_<name> (linalg.cpp).
 void bind_linalg(nb::module_& m, nb::class_<Tensor>& cls);
 // The C++ layers made by name, in flambeau._C._nn (nn_layers.cpp).

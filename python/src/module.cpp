@@ -45,10 +45,10 @@ NB_MODULE(_C, m) {
       PyErr_SetString(value_error, e.what());
     } catch (const flambeau::TypeError& e) {
       PyErr_SetString(type_error, e.what());
-    } catch (const flambeau::LinAlgError& e) {
-      PyErr_SetString(linalg_error, e.what());
     } catch (const flambeau::NotImplementedError& e) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
+    } catch (const flambeau::LinAlgError& e) {
+      PyErr_SetString(linalg_error, e.what());
     } catch (const flambeau::Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
     } catch (const std::bad_alloc&) {  // a standard container's allocation: no C++ names in the message
@@ -117,11 +117,13 @@ NB_MODULE(_C, m) {
   bind_more_ops(m, cls);
   bind_shape_ops(m, cls);
   bind_autograd(m, cls);
-  bind_linalg(m, cls);
   bind_optim(m);
   bind_nn(m);
   bind_conv(m, cls);
   bind_pool(m, cls);
+  bind_resample(m, cls);
+  bind_rnn(m);
+  bind_linalg(m, cls);
   bind_io(m);
   bind_flex(m);
   bind_distributed(m);

@@ -72,6 +72,41 @@ std::shared_ptr<nn::Module> norm_layer(const Args& a, int64_t dims) {
                                 a.get<bool>("track_running_stats"), dtype(a), a.get<bool>("bias"));
 }
 
+// RNN / LSTM / GRU (and their cells): input_size and hidden_size alone use the C++ defaults.
+std::shared_ptr<nn::Module> rnn_layer(const Args& a, const std::string& kind) {
+  const int64_t in = a.get<int64_t>("input_size"), hidden = a.get<int64_t>("hidden_size");
+  const bool defaults = a.size() == 2;
+  if (kind == "RNN") {
+    if (defaults) return std::make_shared<nn::RNN>(in, hidden);
+    return std::make_shared<nn::RNN>(in, hidden, a.get<int64_t>("num_layers"), a.get<std::string>("nonlinearity"),
+                                     a.get<bool>("bias"), a.get<bool>("batch_first"), a.get<double>("dropout"),
+                                     a.get<bool>("bidirectional"), dtype(a));
+  }
+  if (kind == "LSTM") {
+    if (defaults) return std::make_shared<nn::LSTM>(in, hidden);
+    return std::make_shared<nn::LSTM>(in, hidden, a.get<int64_t>("num_layers"), a.get<bool>("bias"),
+                                      a.get<bool>("batch_first"), a.get<double>("dropout"),
+                                      a.get<bool>("bidirectional"), a.get<int64_t>("proj_size"), dtype(a));
+  }
+  if (kind == "GRU") {
+    if (defaults) return std::make_shared<nn::GRU>(in, hidden);
+    return std::make_shared<nn::GRU>(in, hidden, a.get<int64_t>("num_layers"), a.get<bool>("bias"),
+                                     a.get<bool>("batch_first"), a.get<double>("dropout"),
+                                     a.get<bool>("bidirectional"), dtype(a));
+  }
+  if (kind == "RNNCell") {
+    if (defaults) return std::make_shared<nn::RNNCell>(in, hidden);
+    return std::make_shared<nn::RNNCell>(in, hidden, a.get<bool>("bias"), a.get<std::string>("nonlinearity"),
+                                         dtype(a));
+  }
+  if (kind == "LSTMCell") {
+    if (defaults) return std::make_shared<nn::LSTMCell>(in, hidden);
+    return std::make_shared<nn::LSTMCell>(in, hidden, a.get<bool>("bias"), dtype(a));
+  }
+  if (defaults) return std::make_shared<nn::GRUCell>(in, hidden);
+  return std::make_shared<nn::GRUCell>(in, hidden, a.get<bool>("bias"), dtype(a));
+}
+
 using Factory = std::function<std::shared_ptr<nn::Module>(const Args&)>;
 
 const std::map<std::string, Factory>& factories() {
@@ -140,6 +175,12 @@ const std::map<std::string, Factory>& factories() {
          return make_shared<nn::LocalResponseNorm>(size, a.get<double>("alpha"), a.get<double>("beta"),
                                                    a.get<double>("k"));
        }},
+      {"RNN", [](const Args& a) { return rnn_layer(a, "RNN"); }},
+      {"LSTM", [](const Args& a) { return rnn_layer(a, "LSTM"); }},
+      {"GRU", [](const Args& a) { return rnn_layer(a, "GRU"); }},
+      {"RNNCell", [](const Args& a) { return rnn_layer(a, "RNNCell"); }},
+      {"LSTMCell", [](const Args& a) { return rnn_layer(a, "LSTMCell"); }},
+      {"GRUCell", [](const Args& a) { return rnn_layer(a, "GRUCell"); }},
       {"LinearCrossEntropyLoss", [](const Args& a) -> std::shared_ptr<nn::Module> {
          const int64_t in = a.get<int64_t>("in_features"), classes = a.get<int64_t>("num_classes");
          if (a.size() == 2) return make_shared<nn::LinearCrossEntropyLoss>(in, classes);

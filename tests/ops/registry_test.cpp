@@ -103,7 +103,10 @@ const std::map<std::string, int64_t> kIntArgs = {{"dim", 1}, {"k", 2}, {"dim0", 
                                                  {"index", 1}, {"start", 1}, {"length", 2}, {"chunks", 2}};
 const std::set<std::string> kTensorArgs = {"other", "end", "weight", "tensor1", "tensor2"};
 // Samples that are not defined for these inputs.
-const std::set<std::string> kRejected = {"t", "matmul", "clamp", "diag", "trace", "bincount"};
+const std::set<std::string> kRejected = {"t", "matmul", "clamp", "diag", "trace", "bincount",
+                                         // square matrices only
+                                         "linalg_det", "linalg_slogdet", "linalg_inv", "linalg_cholesky", "linalg_eigh",
+                                         "linalg_eigvalsh"};
 // Ops with floating results and no derivative, as in torch.
 const std::set<std::string> kNoDerivative = {"histc"};
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import flambeau as fl
-from flambeau.nn.modules import container, conv, layers, normalization
+from flambeau.nn.modules import container, conv, layers, normalization, rnn
 
 # In one stack only, with the reason.
 ONLY_ONE_STACK = {
@@ -73,6 +73,18 @@ CONFIGS = [  # (layer, constructor arguments, inputs(seed) -> list of tensors, t
     ("GroupNorm", dict(num_groups=1, num_channels=2, eps=1e-3, affine=True, dtype=f64, bias=False), "img1dd", True),
     ("LocalResponseNorm", dict(size=2), "img2d", True),
     ("LocalResponseNorm", dict(size=3, alpha=0.1, beta=0.5, k=2.0), "img3d", True),
+    ("LSTM", dict(input_size=3, hidden_size=4), "seq", True),
+    ("LSTM", dict(input_size=3, hidden_size=4, num_layers=2, bias=False, batch_first=True, dropout=0.0,
+                  bidirectional=True, proj_size=2, dtype=f64), "seqd", True),
+    ("GRU", dict(input_size=3, hidden_size=4), "seq", True),
+    ("GRU", dict(input_size=3, hidden_size=4, num_layers=2, bias=True, batch_first=False, dropout=0.5,
+                 bidirectional=True, dtype=f64), "seqd", True),
+    ("RNN", dict(input_size=3, hidden_size=4), "seq", True),
+    ("RNN", dict(input_size=3, hidden_size=4, num_layers=2, nonlinearity="relu", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, dtype=f64), "seqd", False),
+    ("LSTMCell", dict(input_size=3, hidden_size=4), "cell", True),
+    ("GRUCell", dict(input_size=3, hidden_size=4, bias=False, dtype=f64), "celld", True),
+    ("RNNCell", dict(input_size=3, hidden_size=4, bias=True, nonlinearity="relu", dtype=f64), "celld", True),
     ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7), "lce", True),
     ("LinearCrossEntropyLoss", dict(in_features=4, num_classes=7, bias=True, dtype=f64, reduction="sum",
                                     weight=None, ignore_index=2, label_smoothing=0.1, z_loss=1e-3), "lced", True),
@@ -93,6 +105,10 @@ def make_inputs(kind):
         "idx": lambda: [fl.tensor([[0, 8, 9], [3, 8, 1]])],
         "lce": lambda: [floats(6, 4), fl.tensor([0, 6, 2, 2, 5, 1])],
         "lced": lambda: [floats(6, 4, dtype=f64), fl.tensor([0, 6, 2, 2, 5, 1])],
+        "seq": lambda: [floats(5, 2, 3)],
+        "seqd": lambda: [floats(5, 2, 3, dtype=f64)],
+        "cell": lambda: [floats(2, 3)],
+        "celld": lambda: [floats(2, 3, dtype=f64)],
         "img1d": lambda: [floats(2, 2, 7)],
         "img1dd": lambda: [floats(2, 2, 7, dtype=f64)],
         "img2d": lambda: [floats(2, 2, 5, 6)],
@@ -108,9 +124,9 @@ def bits(t):
 
 
 def python_layers():
-    return {name for mod in (layers, container, conv, normalization) for name, cls in vars(mod).items()
+    return {name for mod in (layers, container, conv, normalization, rnn) for name, cls in vars(mod).items()
             if inspect.isclass(cls) and issubclass(cls, fl.nn.Module) and not name.startswith("_")
-            and cls.__module__ == mod.__name__}
+            and cls.__module__ == mod.__name__ and name not in ("RNNBase", "RNNCellBase")}
 
 
 def test_both_stacks_have_the_same_layers():
@@ -151,6 +167,8 @@ def test_layer_matches_its_cpp_twin(name, args, inputs, training):
                 x.requires_grad_()
         fl.manual_seed(23)  # dropout draws the same mask
         out = py(*xs) if run == "python" else cpp_forward(xs, training)
+        while isinstance(out, tuple):  # RNN / LSTM / GRU / LSTMCell: compare the output
+            out = out[0]
         out.sum().backward()
         outs.append(bits(out))
         grads.append([bits(x.grad) for x in xs if x.requires_grad])
@@ -160,6 +178,10 @@ def test_layer_matches_its_cpp_twin(name, args, inputs, training):
 
 @pytest.mark.parametrize("name,args", [
     ("Dropout", dict(p=1.5)),
+    ("LSTM", dict(input_size=3, hidden_size=4, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                  bidirectional=False, proj_size=4, dtype=None)),
+    ("RNN", dict(input_size=3, hidden_size=4, num_layers=1, nonlinearity="gelu", bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, dtype=None)),
     ("GELU", dict(approximate="exact")),
     ("Linear", dict(in_features=-1, out_features=2)),
     ("Embedding", dict(num_embeddings=4, embedding_dim=2, padding_idx=4, dtype=f64)),

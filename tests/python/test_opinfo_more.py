@@ -275,6 +275,20 @@ CASES = {
     "adaptive_max_pool1d": lambda L, x: tuple(L.nn.functional.adaptive_max_pool1d(x, 4, return_indices=True)),
     "adaptive_max_pool2d": lambda L, x: tuple(L.nn.functional.adaptive_max_pool2d(x[None], (4, 4), True)),
     "adaptive_max_pool3d": lambda L, x: L.nn.functional.adaptive_max_pool3d(x.reshape(1, 5, 2, 3), (3, 2, 2)),
+    # Resampling (nn/resample.cpp).
+    "interpolate": lambda L, x: L.nn.functional.interpolate(x[None], scale_factor=1.5),
+    "interpolate_nearest_exact": lambda L, x: L.nn.functional.interpolate(x[None, None], (3, 8), mode="nearest-exact"),
+    "interpolate_linear": lambda L, x: L.nn.functional.interpolate(x[None], 9, mode="linear"),
+    "interpolate_bilinear": lambda L, x: L.nn.functional.interpolate(x[None, None], (7, 4), mode="bilinear",
+                                                                     align_corners=True),
+    "interpolate_bicubic": lambda L, x: L.nn.functional.interpolate(x[None, None], scale_factor=1.7, mode="bicubic"),
+    "interpolate_trilinear": lambda L, x: L.nn.functional.interpolate(x.reshape(1, 1, 5, 2, 3), scale_factor=(0.5, 2, 1.5),
+                                                                      mode="trilinear"),
+    "interpolate_area": lambda L, x: L.nn.functional.interpolate(x[None, None], (2, 4), mode="area"),
+    "pixel_shuffle": lambda L, x: L.nn.functional.pixel_shuffle(x[:4].reshape(1, 4, 2, 3), 2),
+    "pixel_unshuffle": lambda L, x: L.nn.functional.pixel_unshuffle(x[:4].reshape(1, 1, 4, 6), 2),
+    "unfold": lambda L, x: L.nn.functional.unfold(x[None, None], (2, 3), padding=1, stride=(1, 2)),
+    "fold": lambda L, x: L.nn.functional.fold(x.reshape(1, 6, 5), (6, 3), (2, 3)),
 }
 
 

@@ -298,6 +298,29 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     return _C._nn.adaptive_max_pool3d(input, output_size, return_indices)
 
 
+
+# Resampling (C++: nn/resample.cpp). size / scale_factor: a number for every spatial dim or
+# a sequence of one per dim.
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    return _C._nn.interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+
+
+def pixel_shuffle(input, upscale_factor):
+    return _C._nn.pixel_shuffle(input, upscale_factor)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    return _C._nn.pixel_unshuffle(input, downscale_factor)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    return _C._nn.unfold(input, kernel_size, dilation, padding, stride)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    return _C._nn.fold(input, output_size, kernel_size, dilation, padding, stride)
+
 # Batch, group, instance and local response norms (C++: nn/batch_norm.cpp).
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
     return _C._nn.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)

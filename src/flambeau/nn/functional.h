@@ -166,6 +166,30 @@ Tensor avg_pool3d(const Tensor& input, const Dims& kernel_size, const Dims& stri
                   bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = {});
 
+// ---- resampling (nn/resample.cpp) -------------------------------------------------------------
+// torch.nn.functional.interpolate on [N, C, *spatial] (1-3 spatial dims). Exactly one of size
+// (one value per spatial dim) and scale_factor (one per spatial dim; the output size is
+// floor(in * scale)) is given. mode: "nearest", "nearest-exact", "linear" (3-d input),
+// "bilinear" / "bicubic" (4-d), "trilinear" (5-d) or "area" (adaptive_avg_pool). A given
+// scale_factor maps output to input indices with 1 / scale_factor, as torch does, unless
+// recompute_scale_factor (then in / out). align_corners only with the interpolating modes
+// (default False). Bicubic uses A = -0.75 with clamped border reads. antialias=True raises
+// NotImplementedError. float16 / bfloat16 compute in float32.
+Tensor interpolate(const Tensor& input, const std::optional<Dims>& size = {},
+                   const std::optional<std::vector<double>>& scale_factor = {}, const std::string& mode = "nearest",
+                   std::optional<bool> align_corners = {}, std::optional<bool> recompute_scale_factor = {},
+                   bool antialias = false);
+// [*, C * r^2, H, W] -> [*, C, H * r, W * r] and back (reshape, permute, reshape).
+Tensor pixel_shuffle(const Tensor& input, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& input, int64_t downscale_factor);
+// Sliding blocks of [N, C, H, W] (or [C, H, W]) as columns [N, C * kh * kw, L] (L blocks),
+// and fold, its adjoint: columns summed back into [N, C, *output_size]. kernel_size,
+// dilation, padding and stride take one value or two.
+Tensor unfold(const Tensor& input, const Dims& kernel_size, const Dims& dilation = {1}, const Dims& padding = {0},
+              const Dims& stride = {1});
+Tensor fold(const Tensor& input, const Dims& output_size, const Dims& kernel_size, const Dims& dilation = {1},
+            const Dims& padding = {0}, const Dims& stride = {1});
+
 // ---- losses ----------------------------------------------------------------------------------
 // reduction: "mean", "sum" or "none" (anything else is a ValueError). The class dim of
 // input is 1 ([N, C], [N, C, d1, ...]) or 0 for a single sample [C].

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "flambeau/nn/module.h"
+#include "flambeau/nn/rnn.h"
 
 namespace flambeau::nn {
 
@@ -218,6 +219,78 @@ class LocalResponseNorm : public Module {
   Tensor forward(const Tensor& x) override;
   int64_t size;
   double alpha, beta, k;
+};
+
+// RNN / LSTM / GRU (nn/modules_rnn.cpp, computation in nn/rnn.h): torch's parameters
+// (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_hr_l0, ..._reverse) in torch's
+// order, each from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)). forward(input, hx, cx)
+// returns {output, h_n, c_n (LSTM)}; the one-tensor forward returns the output alone.
+// forward_packed takes packed data [N, input_size] with its batch_sizes (sorted batch).
+class RNNBase : public Module {
+ public:
+  RNNBase(const std::string& name, const functional::RnnOptions& options, DType dtype = kFloat32);
+  using Module::forward;
+  Tensor forward(const Tensor& input) override;
+  std::vector<Tensor> forward(const Tensor& input, const Tensor& hx, const Tensor& cx = {});
+  std::vector<Tensor> forward_packed(const Tensor& data, const std::vector<int64_t>& batch_sizes,
+                                     const Tensor& hx = {}, const Tensor& cx = {});
+  void reset_parameters();
+  // The parameters in torch's order (the registered tensors).
+  std::vector<Tensor> flat_weights() const;
+  functional::RnnOptions options;
+  std::vector<std::string> flat_weights_names;
+
+ protected:
+  // inputs: {input} or {input, hx} or {input, hx, cx}; returns the output.
+  Tensor forward_inputs(const TensorList& inputs) override;
+};
+class RNN : public RNNBase {
+ public:
+  RNN(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1, const std::string& nonlinearity = "tanh",
+      bool bias = true, bool batch_first = false, double dropout = 0.0, bool bidirectional = false,
+      DType dtype = kFloat32);
+};
+class LSTM : public RNNBase {
+ public:
+  LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1, bool bias = true, bool batch_first = false,
+       double dropout = 0.0, bool bidirectional = false, int64_t proj_size = 0, DType dtype = kFloat32);
+};
+class GRU : public RNNBase {
+ public:
+  GRU(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1, bool bias = true, bool batch_first = false,
+      double dropout = 0.0, bool bidirectional = false, DType dtype = kFloat32);
+};
+// RNNCell / LSTMCell / GRUCell: weight_ih [G * hidden, input], weight_hh [G * hidden, hidden],
+// bias_ih, bias_hh [G * hidden] from U(-1/sqrt(hidden), 1/sqrt(hidden)). forward(input, hx,
+// cx) returns {h'} or {h', c'} (LSTM); the one-tensor forward returns h'.
+class RNNCellBase : public Module {
+ public:
+  RNNCellBase(const std::string& name, functional::RnnMode mode, int64_t input_size, int64_t hidden_size, bool bias,
+              DType dtype);
+  using Module::forward;
+  Tensor forward(const Tensor& input) override;
+  std::vector<Tensor> forward(const Tensor& input, const Tensor& hx, const Tensor& cx = {});
+  void reset_parameters();
+  functional::RnnMode mode;
+  int64_t input_size, hidden_size;
+  bool bias;
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
+
+ protected:
+  Tensor forward_inputs(const TensorList& inputs) override;
+};
+class RNNCell : public RNNCellBase {
+ public:
+  RNNCell(int64_t input_size, int64_t hidden_size, bool bias = true, const std::string& nonlinearity = "tanh",
+          DType dtype = kFloat32);
+};
+class LSTMCell : public RNNCellBase {
+ public:
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = kFloat32);
+};
+class GRUCell : public RNNCellBase {
+ public:
+  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true, DType dtype = kFloat32);
 };
 
 // Submodules in order, named "0", "1", ... (the base of Sequential and ModuleList).

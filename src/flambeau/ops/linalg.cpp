@@ -510,8 +510,9 @@ FLB_OP_NAMED("linalg_matrix_norm", matrix_norm,
   return restore_dims(r, A, dim, keepdim);
 }
 
-Tensor norm(const Tensor& A, std::optional<double> ord, const std::optional<Dims>& dim, bool keepdim,
-            std::optional<DType> dtype) {
+FLB_OP_NAMED("linalg_norm", norm,
+             (const Tensor& A, std::optional<double> ord, const std::optional<Dims>& dim, bool keepdim, std::optional<DType> dtype),
+             (A, ord, dim, keepdim, dtype), Tensor) {
   const size_t nd = dim ? dim->size() : size_t(A.dim());
   FLB_CHECK(!ord || dim || A.dim() == 1 || A.dim() == 2, ValueError,
             "[linalg.norm] If dim is not specified but ord is, the input must be 1D or 2D. Got ", A.dim(), "D");
@@ -521,7 +522,9 @@ Tensor norm(const Tensor& A, std::optional<double> ord, const std::optional<Dims
   return vector_norm(A, *ord, dim, keepdim, dtype);
 }
 
-Tensor norm(const Tensor& A, const std::string& ord, const std::optional<Dims>& dim, bool keepdim, std::optional<DType> dtype) {
+FLB_OP_NAMED("linalg_norm", norm,
+             (const Tensor& A, const std::string& ord, const std::optional<Dims>& dim, bool keepdim, std::optional<DType> dtype),
+             (A, ord, dim, keepdim, dtype), Tensor) {
   FLB_CHECK((dim && dim->size() == 2) || (!dim && A.dim() == 2), ValueError, "[linalg.norm] ord '", ord,
             "' is a matrix norm: it needs a 2-D input or two dims");
   return matrix_norm(A, ord, dim ? *dim : Dims{-2, -1}, keepdim, dtype);

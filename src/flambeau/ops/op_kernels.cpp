@@ -130,6 +130,18 @@ FLB_CONV_KERNEL(2)
 FLB_CONV_KERNEL(3)
 #undef FLB_CONV_KERNEL
 
+// interpolate: scale_factor a number (every spatial dim), a list or None.
+Tensor interpolate(const Tensor& x, const std::optional<Dims>& size, const Value& scale,
+                          const std::string& mode, std::optional<bool> align_corners,
+                          std::optional<bool> recompute_scale_factor, bool antialias) {
+  std::optional<std::vector<double>> s;
+  const size_t n = size_t(std::max<int64_t>(x.dim() - 2, 0));
+  if (auto* d = std::get_if<double>(&scale)) s = std::vector<double>(n, *d);
+  else if (auto* i = std::get_if<int64_t>(&scale)) s = std::vector<double>(n, double(*i));
+  else if (auto* l = std::get_if<Dims>(&scale)) s = std::vector<double>(l->begin(), l->end());
+  return nn::functional::interpolate(x, size, s, mode, align_corners, recompute_scale_factor, antialias);
+}
+
 // max_pool*d / adaptive_max_pool*d: return_indices gives (values, indices), else values.
 #define FLB_POOL_KERNELS(N)                                                                                   \
   std::vector<Value> max_pool##N##d(const Tensor& x, const Dims& kernel, const Dims& stride, const Dims& pad, \

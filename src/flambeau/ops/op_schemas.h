@@ -293,6 +293,18 @@
     &nn::functional::adaptive_avg_pool3d)                                                                            \
   X(adaptive_max_pool3d, "adaptive_max_pool3d(Tensor input, int[3] output_size, bool return_indices=False) "         \
     "-> (Tensor, Tensor)", Functional, &adapt::adaptive_max_pool3d)                                                  \
+  /* resampling (nn/resample.cpp) */                                                                                  \
+  X(interpolate, "interpolate(Tensor input, int[]? size=None, float[]? scale_factor=None, str mode=\"nearest\", "     \
+    "bool? align_corners=None, bool? recompute_scale_factor=None, bool antialias=False) -> Tensor", Functional,      \
+    &adapt::interpolate)                                                                                             \
+  X(pixel_shuffle, "pixel_shuffle(Tensor input, int upscale_factor) -> Tensor", Functional,                         \
+    &nn::functional::pixel_shuffle)                                                                                  \
+  X(pixel_unshuffle, "pixel_unshuffle(Tensor input, int downscale_factor) -> Tensor", Functional,                   \
+    &nn::functional::pixel_unshuffle)                                                                                \
+  X(unfold, "unfold(Tensor input, int[2] kernel_size, int[2] dilation=1, int[2] padding=0, int[2] stride=1) "        \
+    "-> Tensor", Functional, &nn::functional::unfold)                                                                \
+  X(fold, "fold(Tensor input, int[2] output_size, int[2] kernel_size, int[2] dilation=1, int[2] padding=0, "         \
+    "int[2] stride=1) -> Tensor", Functional, &nn::functional::fold)                                                 \
   X(embedding, "embedding(Tensor input, Tensor weight, int? padding_idx=None) -> Tensor", Functional,               \
     &adapt::embedding)                                                                                               \
   X(one_hot, "one_hot(Tensor input, int num_classes=-1) -> Tensor", Functional, &one_hot)                            \

@@ -1,5 +1,6 @@
-"""flambeau.nn.utils: gradient clipping."""
+"""flambeau.nn.utils: gradient clipping; rnn (packed sequences)."""
 from ... import _C
+from . import rnn  # noqa: F401
 from ...autograd import no_grad
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]

@@ -91,10 +91,12 @@ void for_row_pieces(const ConvGeometry& g, Rows rows, int64_t kd, int64_t kh, in
   }
 }
 
-// cols[Cg * kvol, columns of `rows`] from one group's channels x[Cg, D, H, W].
+// cols[Cg * kvol, columns of `rows`] from one group's channels x[Cg, D, H, W]; ld: the row
+// stride of cols (0: the tile's own width).
 template <class T>
-void im2col(const ConvGeometry& g, Rows rows, const T* x, int64_t channels, T* cols, bool parallel) {
-  const int64_t ow = g.out[2], kvol = g.kernel_volume(), L = (rows.end - rows.begin) * ow, sw = g.stride[2];
+void im2col(const ConvGeometry& g, Rows rows, const T* x, int64_t channels, T* cols, bool parallel, int64_t ld = 0) {
+  const int64_t ow = g.out[2], kvol = g.kernel_volume(), sw = g.stride[2];
+  const int64_t L = ld ? ld : (rows.end - rows.begin) * ow;
   const int64_t vol = g.in_volume();
   parallel_for(0, channels * kvol, parallel ? 1 : channels * kvol, [&](int64_t r0, int64_t r1) {
     for_rows(g, r0, r1, [&](int64_t r, int64_t c, int64_t kd, int64_t kh, int64_t kw) {
@@ -119,8 +121,9 @@ void im2col(const ConvGeometry& g, Rows rows, const T* x, int64_t channels, T* c
 // x[Cg, D, H, W] += a tile of cols (the columns of `rows`) folded back. Channels are
 // independent, so they split over threads with no race.
 template <class T>
-void col2im(const ConvGeometry& g, Rows rows, const T* cols, int64_t channels, T* x, bool parallel) {
-  const int64_t kvol = g.kernel_volume(), L = (rows.end - rows.begin) * g.out[2], sw = g.stride[2];
+void col2im(const ConvGeometry& g, Rows rows, const T* cols, int64_t channels, T* x, bool parallel, int64_t ld = 0) {
+  const int64_t kvol = g.kernel_volume(), sw = g.stride[2];
+  const int64_t L = ld ? ld : (rows.end - rows.begin) * g.out[2];
   const int64_t vol = g.in_volume();
   parallel_for(0, channels, parallel ? 1 : channels, [&](int64_t c0, int64_t c1) {
     for_rows(g, c0 * kvol, c1 * kvol, [&](int64_t r, int64_t c, int64_t kd, int64_t kh, int64_t kw) {
@@ -179,9 +182,104 @@ void for_tiles(const ConvGeometry& g, int64_t per_tile, const F& f) {
   }
 }
 
+// Note [Packed images]: a small output (the deep layers of a ResNet: 8x8, 4x4, 2x2) makes
+// each image's GEMM too narrow to run near peak, so images are packed side by side: a pack's
+// patches are one cols matrix [K, images * L] and each product covers the whole pack. The
+// pack size depends only on the shape; packs take the place of images in
+// Note [Deterministic convolution].
+constexpr int64_t kPackColumns = 1024;
+int64_t pack_images(const ConvGeometry& g) {
+  return std::clamp<int64_t>(kPackColumns / std::max<int64_t>(g.out_volume(), 1), 1, std::max<int64_t>(g.batch, 1));
+}
+
+// body(n0, n1, buffer, one_thread) for each pack of images [n0, n1) of at most `per` images.
+template <class T, class Body>
+void for_packs(const ConvGeometry& g, int64_t per, int64_t buffer_size, const Body& body) {
+  const int64_t packs = (g.batch + per - 1) / per;
+  auto run = [&](int64_t p0, int64_t p1, bool one_thread) {
+    std::vector<T> buffer(static_cast<size_t>(buffer_size));
+    for (int64_t p = p0; p < p1; ++p) body(p * per, std::min(g.batch, (p + 1) * per), buffer.data(), one_thread);
+  };
+  if (packs >= processors()) parallel_for(0, packs, 1, [&](int64_t p0, int64_t p1) { run(p0, p1, true); });
+  else run(0, packs, false);
+}
+
+// Copies between images' [C, L] blocks (image stride `image`) and a pack's [C, n * L] matrix.
+template <class T>
+void gather_pack(const T* src, int64_t image, int64_t n, int64_t C, int64_t L, T* dst) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < C; ++c) std::memcpy(dst + c * n * L + j * L, src + j * image + c * L, size_t(L) * sizeof(T));
+}
+template <class T>
+void scatter_pack(const T* src, int64_t n, int64_t C, int64_t L, T* dst, int64_t image) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t c = 0; c < C; ++c) std::memcpy(dst + j * image + c * L, src + c * n * L + j * L, size_t(L) * sizeof(T));
+}
+
+template <class T>
+void forward_packed(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y, int64_t per) {
+  const GroupDims d = group_dims(g);
+  const Rows all{0, g.out[0] * g.out[1]};
+  for_packs<T>(g, per, (d.K + d.cout) * per * d.L, [&](int64_t n0, int64_t n1, T* buf, bool one_thread) {
+    const int64_t n = n1 - n0, cols_n = n * d.L;
+    T *cols = buf, *out = buf + d.K * cols_n;
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      for (int64_t j = 0; j < n; ++j)
+        im2col(g, all, x + ((n0 + j) * g.in_channels + gi * d.cin) * g.in_volume(), d.cin, cols + j * d.L, !one_thread,
+               cols_n);
+      gemm(one_thread, false, false, d.cout, cols_n, d.K, w + gi * d.cout * d.K, d.K, cols, cols_n, T(0), out, cols_n);
+      if (bias)
+        for (int64_t c = 0; c < d.cout; ++c)
+          for (int64_t i = 0; i < cols_n; ++i) out[c * cols_n + i] += bias[gi * d.cout + c];
+      scatter_pack(out, n, d.cout, d.L, y + (n0 * g.out_channels + gi * d.cout) * d.L, g.out_channels * d.L);
+    }
+  });
+}
+
+template <class T>
+void backward_input_packed(const ConvGeometry& g, const T* gy, const T* w, T* gx, int64_t per) {
+  const GroupDims d = group_dims(g);
+  const Rows all{0, g.out[0] * g.out[1]};
+  for_packs<T>(g, per, (d.K + d.cout) * per * d.L, [&](int64_t n0, int64_t n1, T* buf, bool one_thread) {
+    const int64_t n = n1 - n0, cols_n = n * d.L;
+    T *cols = buf, *gyb = buf + d.K * cols_n;
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      gather_pack(gy + (n0 * g.out_channels + gi * d.cout) * d.L, g.out_channels * d.L, n, d.cout, d.L, gyb);
+      gemm(one_thread, true, false, d.K, cols_n, d.cout, w + gi * d.cout * d.K, d.K, gyb, cols_n, T(0), cols, cols_n);
+      for (int64_t j = 0; j < n; ++j) {
+        T* gxg = gx + ((n0 + j) * g.in_channels + gi * d.cin) * g.in_volume();
+        std::fill(gxg, gxg + d.cin * g.in_volume(), T(0));
+        col2im(g, all, cols + j * d.L, d.cin, gxg, !one_thread, cols_n);
+      }
+    }
+  });
+}
+
+// The weight gradient of images [n0, n1) added into acc (or written, when `first`), a pack at a time.
+template <class T>
+void backward_weight_packed(const ConvGeometry& g, const T* x, const T* gy, T* acc, int64_t n0, int64_t n1, int64_t per,
+                            bool first, bool one_thread, std::vector<T>& buf) {
+  const GroupDims d = group_dims(g);
+  const Rows all{0, g.out[0] * g.out[1]};
+  buf.resize(size_t((d.K + d.cout) * per * d.L));
+  for (int64_t p0 = n0; p0 < n1; p0 += per) {
+    const int64_t n = std::min(n1, p0 + per) - p0, cols_n = n * d.L;
+    T *cols = buf.data(), *gyb = buf.data() + d.K * cols_n;
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      for (int64_t j = 0; j < n; ++j)
+        im2col(g, all, x + ((p0 + j) * g.in_channels + gi * d.cin) * g.in_volume(), d.cin, cols + j * d.L, !one_thread,
+               cols_n);
+      gather_pack(gy + (p0 * g.out_channels + gi * d.cout) * d.L, g.out_channels * d.L, n, d.cout, d.L, gyb);
+      gemm(one_thread, false, true, d.cout, d.K, cols_n, gyb, cols_n, cols, cols_n, T(first && p0 == n0 ? 0 : 1),
+           acc + gi * d.cout * d.K, d.K);
+    }
+  }
+}
+
 template <class T>
 void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const profiler::Scope scope("conv_forward", profiler::EventKind::Kernel);
+  if (const int64_t per = pack_images(g); per > 1) return forward_packed(g, x, w, bias, y, per);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
   const int64_t per_tile = tile_rows(g, d.K, sizeof(T));
@@ -209,6 +307,7 @@ void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y)
 template <class T>
 void backward_input(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
   const profiler::Scope scope("conv_backward_input", profiler::EventKind::Kernel);
+  if (const int64_t per = pack_images(g); per > 1) return backward_input_packed(g, gy, w, gx, per);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
   const int64_t per_tile = tile_rows(g, d.K, sizeof(T));
@@ -242,11 +341,16 @@ void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
   const int64_t blocks = std::min(g.batch, processors());
   std::vector<T> partial(size_t((blocks - 1) * size));
   const bool one_thread = blocks > 1;
+  const int64_t per = pack_images(g);
   parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<T> cols(direct ? 0 : size_t(d.K * per_tile * g.out[2]));
+    std::vector<T> cols(direct || per > 1 ? 0 : size_t(d.K * per_tile * g.out[2]));
     for (int64_t b = b0; b < b1; ++b) {
       T* acc = b == 0 ? gw : partial.data() + (b - 1) * size;
       const int64_t n0 = b * g.batch / blocks, n1 = (b + 1) * g.batch / blocks;
+      if (per > 1) {
+        backward_weight_packed(g, x, gy, acc, n0, n1, per, true, one_thread, cols);
+        continue;
+      }
       for (int64_t n = n0; n < n1; ++n)
         for (int64_t gi = 0; gi < g.groups; ++gi) {
           const T* xg = x + (n * g.in_channels + gi * d.cin) * g.in_volume();
@@ -290,5 +394,17 @@ void conv_backward_weight(const ConvGeometry& g, const float* x, const float* gy
 void conv_backward_weight(const ConvGeometry& g, const double* x, const double* gy, double* gw) {
   backward_weight(g, x, gy, gw);
 }
+
+// F.unfold / F.fold (nn/resample.cpp): one image's im2col / col2im over all its channels.
+#define FLB_UNFOLD(T)                                                                                  \
+  void unfold_image(const ConvGeometry& g, const T* x, int64_t channels, T* cols) {                  \
+    im2col(g, Rows{0, g.out[0] * g.out[1]}, x, channels, cols, true);                                \
+  }                                                                                                  \
+  void fold_image(const ConvGeometry& g, const T* cols, int64_t channels, T* x) {                    \
+    col2im(g, Rows{0, g.out[0] * g.out[1]}, cols, channels, x, true);                                \
+  }
+FLB_UNFOLD(float)
+FLB_UNFOLD(double)
+#undef FLB_UNFOLD
 
 }  // namespace flambeau::kernels

@@ -35,4 +35,12 @@ void conv_backward_input(const ConvGeometry& g, const double* gy, const double* 
 void conv_backward_weight(const ConvGeometry& g, const float* x, const float* gy, float* gw);
 void conv_backward_weight(const ConvGeometry& g, const double* x, const double* gy, double* gw);
 
+// One image's patches (F.unfold): cols[channels * kernel_volume, out_volume] from
+// x[channels, D, H, W] (cols overwritten); fold_image adds cols folded back into x (F.fold,
+// x not zeroed here). Channels split over threads; each is folded in a fixed order.
+void unfold_image(const ConvGeometry& g, const float* x, int64_t channels, float* cols);
+void unfold_image(const ConvGeometry& g, const double* x, int64_t channels, double* cols);
+void fold_image(const ConvGeometry& g, const float* cols, int64_t channels, float* x);
+void fold_image(const ConvGeometry& g, const double* cols, int64_t channels, double* x);
+
 }  // namespace flambeau::kernels

@@ -1,0 +1,49 @@
+// Resampling kernels on raw pointers: interpolation (nearest, nearest-exact, linear, cubic)
+// over 1-3 spatial dims, all read as D, H, W with size-1 dims in front, and its backward.
+// Each output reads a tensor product of per-dim taps (input index, weight) computed with
+// torch's source-index formulas; work is split over planes only, so results do not depend
+// on the thread count (Note [Deterministic resampling] in resample.cpp).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace flambeau::kernels {
+
+enum class ResampleMode { Nearest, NearestExact, Linear, Cubic };
+
+// The taps of one dim: output o reads input index[o * n + j] with weight[o * n + j].
+template <class T>
+struct Taps {
+  int n = 1;
+  std::vector<int64_t> index;
+  std::vector<T> weight;
+};
+
+// planes x [D, H, W] -> planes x [OD, OH, OW], both contiguous.
+struct ResampleGeometry {
+  int64_t planes = 0;
+  std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1};
+  int64_t in_volume() const { return in[0] * in[1] * in[2]; }
+  int64_t out_volume() const { return out[0] * out[1] * out[2]; }
+};
+
+// The taps of a dim of `in` -> `out` for mode; scale is the scale_factor the caller was
+// given for the dim (torch maps with 1 / scale then), else the mapping uses in / out.
+// backward: nearest modes use the index formulas of torch's backward (a float scale).
+template <class T>
+Taps<T> resample_taps(ResampleMode mode, int64_t in, int64_t out, bool align_corners, std::optional<double> scale,
+                      bool backward);
+
+// y = sum over taps of x * weight, nested d(h(w)) as torch's generic kernel.
+template <class T>
+void resample_forward(const ResampleGeometry& g, const std::array<Taps<T>, 3>& taps, const T* x, T* y);
+// gx (zeroed here) += the share of each gy, plane by plane in output order. cubic_order:
+// the share is gy * wh * ww and w taps are visited outside h taps (torch's bicubic backward),
+// else ((wd * wh) * ww) * gy in d, h, w tap order.
+template <class T>
+void resample_backward(const ResampleGeometry& g, const std::array<Taps<T>, 3>& taps, bool cubic_order, const T* gy,
+                       T* gx);
+
+}  // namespace flambeau::kernels
