@@ -142,9 +142,12 @@ TEST(Registry, TheOpHookNamesEachCallAfterItsSchema) {
     if (!args) continue;
     ++sampled;
     std::vector<std::string> seen;
-    const int id = op_hook::add_listener([&](const op_hook::OpCall& c) { seen.emplace_back(c.name); });
+    // Removed however call_op leaves (it captures `seen`, a local).
+    struct Listener {
+      int id;
+      ~Listener() { op_hook::remove_listener(id); }
+    } listener{op_hook::add_listener([&](const op_hook::OpCall& c) { seen.emplace_back(c.name); })};
     call_op(op.qualified_name(), *args);
-    op_hook::remove_listener(id);
     const std::string expected = kReportedAs.count(op.name) ? kReportedAs.at(op.name) : op.name;
     EXPECT_EQ(seen, std::vector<std::string>{expected}) << op.text;
   }

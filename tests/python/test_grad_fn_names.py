@@ -146,9 +146,6 @@ DIFFERENT = {
     "scaled_dot_product_attention": "3-D q, k, v: torch views them as 4-D around its kernel (UnsafeViewBackward0); "
                                     "flambeau's kernel takes them as they are (4-D: same name, see sdpa)",
     "mse_loss": "flambeau composes sub, mul and mean; torch: MseLossBackward0",
-    **dict.fromkeys(["pixel_shuffle", "pixel_unshuffle"],
-                    "flambeau composes reshape, permute and reshape (nn/resample.cpp: UnsafeViewBackward0); "
-                    "torch: one Pixel(Un)ShuffleBackward0"),
 }
 
 

@@ -1,13 +1,14 @@
 // Resampling: nn.functional's interpolate (nearest, nearest-exact, linear, bilinear, bicubic,
 // trilinear, area) with torch's argument rules and messages, primitives over
-// kernels/cpu/resample.h; pixel_shuffle / pixel_unshuffle as reshape-permute-reshape
-// compositions (their gradients come from those ops); unfold / fold over the convolution's
+// kernels/cpu/resample.h; pixel_shuffle / pixel_unshuffle as one permuting copy each (Note
+// [Pixel shuffle]); unfold / fold over the convolution's
 // im2col / col2im (kernels/cpu/conv.h), each the other's backward.
 #include <cmath>
 #include <string>
 
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/op_hook.h"
+#include "flambeau/core/parallel.h"
 #include "flambeau/core/shape.h"
 #include "flambeau/kernels/cpu/conv.h"
 #include "flambeau/kernels/cpu/resample.h"
@@ -342,24 +343,67 @@ FLB_OP(interpolate,
   return upsample(node, ResampleMode::Linear, input, out, ac, scales);
 }
 
+namespace {
+// Note [Pixel shuffle]: a pure permutation, copied directly, a row of the large side at a
+// time (the reshape of a permuted view went through the generic strided copy, whose
+// innermost run is r elements). Shuffle: x [P, r, r, h, w] -> y [P, h, r, w, r]; unshuffle:
+// the inverse. Each output element is written once; the backward of each is the other.
+template <class E>
+void shuffle_rows(const E* x, E* y, int64_t planes, int64_t r, int64_t h, int64_t w, bool up) {
+  // h, w: the small side's spatial size; row (p, hh, i) of the large side is w * r long.
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(w * r, 1));
+  parallel_for(0, planes * h * r, grain, [&](int64_t b, int64_t e) {
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t i = row % r, hh = (row / r) % h, p = row / (r * h);
+      for (int64_t j = 0; j < r; ++j) {
+        const int64_t small = (((p * r + i) * r + j) * h + hh) * w, large = row * w * r + j;
+        if (up)
+          for (int64_t k = 0; k < w; ++k) y[large + k * r] = x[small + k];
+        else
+          for (int64_t k = 0; k < w; ++k) y[small + k] = x[large + k * r];
+      }
+    }
+  });
+}
+
+// up: [*, C, H, W] -> [*, C / r^2, H r, W r]; down: [*, C, H, W] -> [*, C r^2, H / r, W / r].
+Tensor shuffle_pixels(const Tensor& input, int64_t r, bool up) {
+  const Tensor x = input.contiguous();
+  const int64_t c = x.size(-3), h = x.size(-2), w = x.size(-1);
+  Dims shape(x.sizes().data(), size_t(x.dim() - 3));
+  int64_t batch = 1;
+  for (int64_t d : shape) batch *= d;
+  const int64_t planes = batch * (up ? c / (r * r) : c), sh = up ? h : h / r, sw = up ? w : w / r;
+  for (int64_t v : {up ? c / (r * r) : c * r * r, up ? h * r : h / r, up ? w * r : w / r}) shape.push_back(v);
+  Tensor y = empty(shape, x.dtype());
+  auto run = [&](auto tag) {
+    using E = decltype(tag);
+    shuffle_rows(static_cast<const E*>(x.data_ptr()), static_cast<E*>(y.data_ptr()), planes, r, sh, sw, up);
+  };
+  switch (itemsize(x.dtype())) {
+    case 1: run(uint8_t{}); break;
+    case 2: run(uint16_t{}); break;
+    case 4: run(uint32_t{}); break;
+    default: run(uint64_t{}); break;
+  }
+  autograd::record(up ? "PixelShuffleBackward0" : "PixelUnshuffleBackward0", {&y}, {&input}, {},
+                   [r, up](const std::vector<Tensor>& g, const std::vector<Tensor>&) {
+                     return std::vector<Tensor>{shuffle_pixels(g[0], r, !up)};
+                   });
+  return y;
+}
+}  // namespace
+
 FLB_OP(pixel_shuffle, (const Tensor& input, int64_t upscale_factor), (input, upscale_factor), Tensor) {
   FLB_CHECK(input.dim() >= 3, ValueError, "[pixel_shuffle] expects input to have at least 3 dimensions, but got "
             "input with ", input.dim(), " dimension(s) (shape ", shape_str(input.sizes()), ")");
   FLB_CHECK(upscale_factor > 0, ValueError, "[pixel_shuffle] expects a positive upscale_factor, but got ",
             upscale_factor);
-  const int64_t r = upscale_factor, c = input.size(-3), h = input.size(-2), w = input.size(-1);
+  const int64_t r = upscale_factor, c = input.size(-3);
   FLB_CHECK(c % (r * r) == 0, ValueError, "[pixel_shuffle] expects its input's 'channel' dimension to be divisible "
             "by the square of upscale_factor, but input.size(-3)=", c, " is not divisible by ", r * r,
             " (input of shape ", shape_str(input.sizes()), ")");
-  const int64_t lead = input.dim() - 3;
-  Dims batch(input.sizes().data(), size_t(lead));
-  Dims s1 = batch, s2 = batch;
-  for (int64_t v : {c / (r * r), r, r, h, w}) s1.push_back(v);
-  for (int64_t v : {c / (r * r), h * r, w * r}) s2.push_back(v);
-  Dims perm;
-  for (int64_t i = 0; i < lead; ++i) perm.push_back(i);
-  for (int64_t v : {0, 3, 1, 4, 2}) perm.push_back(lead + v);
-  return input.reshape(s1).permute(perm).reshape(s2);
+  return shuffle_pixels(input, r, true);
 }
 
 FLB_OP(pixel_unshuffle, (const Tensor& input, int64_t downscale_factor), (input, downscale_factor), Tensor) {
@@ -367,20 +411,12 @@ FLB_OP(pixel_unshuffle, (const Tensor& input, int64_t downscale_factor), (input,
             "input with ", input.dim(), " dimension(s) (shape ", shape_str(input.sizes()), ")");
   FLB_CHECK(downscale_factor > 0, ValueError, "[pixel_unshuffle] expects a positive downscale_factor, but got ",
             downscale_factor);
-  const int64_t r = downscale_factor, c = input.size(-3), h = input.size(-2), w = input.size(-1);
+  const int64_t r = downscale_factor, h = input.size(-2), w = input.size(-1);
   FLB_CHECK(h % r == 0, ValueError, "[pixel_unshuffle] expects height to be divisible by downscale_factor, but "
             "input.size(-2)=", h, " is not divisible by ", r, " (input of shape ", shape_str(input.sizes()), ")");
   FLB_CHECK(w % r == 0, ValueError, "[pixel_unshuffle] expects width to be divisible by downscale_factor, but "
             "input.size(-1)=", w, " is not divisible by ", r, " (input of shape ", shape_str(input.sizes()), ")");
-  const int64_t lead = input.dim() - 3;
-  Dims batch(input.sizes().data(), size_t(lead));
-  Dims s1 = batch, s2 = batch;
-  for (int64_t v : {c, h / r, r, w / r, r}) s1.push_back(v);
-  for (int64_t v : {c * r * r, h / r, w / r}) s2.push_back(v);
-  Dims perm;
-  for (int64_t i = 0; i < lead; ++i) perm.push_back(i);
-  for (int64_t v : {0, 2, 4, 1, 3}) perm.push_back(lead + v);
-  return input.reshape(s1).permute(perm).reshape(s2);
+  return shuffle_pixels(input, r, false);
 }
 
 }  // namespace flambeau::nn::functional
