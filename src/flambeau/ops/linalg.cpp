@@ -394,27 +394,35 @@ FLB_OP_NAMED("linalg_eigvalsh", eigvalsh, (const Tensor& A, const std::string& U
   return L;
 }
 
+namespace {
+// eps of A's dtype times max(m, n): the default relative cutoff of small singular values.
+double default_rtol(const Tensor& A) {
+  const double eps = A.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+  return eps * double(std::max(A.size(-2), A.size(-1)));
+}
+
+// right diag(1/s) left^T from A = left diag(s) right^T (the SVD's U, S, V or eigh's V, L, V),
+// with 0 for |s| <= max(atol, rtol * max |s|).
+Tensor pseudo_inverse(const Tensor& left, const Tensor& s, const Tensor& right, double atol, double rtol) {
+  const Tensor largest = s.size(-1) ? amax(abs(s), {-1}) : zeros(Dims(s.sizes().data(), s.sizes().size() - 1), s.dtype());
+  const Tensor cutoff = maximum(mul(largest, rtol), Tensor(atol)).unsqueeze(-1);
+  const Tensor inv_s = where(gt(abs(s), cutoff), reciprocal(s), zeros({}, s.dtype()));
+  return matmul(mul(right, inv_s.unsqueeze(-2)), mT(left));
+}
+}  // namespace
+
 FLB_OP_NAMED("linalg_pinv", pinv, (const Tensor& A, std::optional<double> atol, std::optional<double> rtol, bool hermitian),
              (A, atol, rtol, hermitian), Tensor) {
   check_matrices("linalg.pinv", A, false);
-  const int64_t m = A.size(-2), n = A.size(-1);
-  const double eps = A.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
-  const double r = rtol ? *rtol : atol ? 0.0 : eps * double(std::max(m, n));
-  const double a = atol.value_or(0.0);
-  auto keep = [&](const Tensor& s, const Tensor& largest) {  // 1/s where |s| > max(atol, rtol * largest), else 0
-    const Tensor cutoff = maximum(mul(largest, r), Tensor(a)).unsqueeze(-1);
-    return where(gt(abs(s), cutoff), reciprocal(s), zeros({}, s.dtype()));
-  };
+  const double r = rtol ? *rtol : atol ? 0.0 : default_rtol(A), a = atol.value_or(0.0);
   // hermitian: by eigh, unless a gradient is wanted: torch's is the general one (A not
   // assumed symmetric), which the SVD path gives.
   if (hermitian && !autograd::needs_grad(A)) {
     auto [L, V] = eigh(A, "L");
-    const Tensor largest = L.size(-1) ? amax(abs(L), {-1}) : zeros(batch_shape(A), A.dtype());
-    return matmul(mul(V, keep(L, largest).unsqueeze(-2)), mT(V));
+    return pseudo_inverse(V, L, V, a, r);
   }
   auto [U, S, Vh] = svd(A, false);
-  const Tensor largest = S.size(-1) ? amax(S, {-1}) : zeros(batch_shape(A), A.dtype());
-  return matmul(mul(mT(Vh), keep(S, largest).unsqueeze(-2)), mT(U));
+  return pseudo_inverse(U, S, mT(Vh), a, r);
 }
 
 FLB_OP_NAMED("linalg_lstsq", lstsq, (const Tensor& A, const Tensor& B, std::optional<double> rcond, std::optional<std::string> driver),
@@ -430,10 +438,10 @@ FLB_OP_NAMED("linalg_lstsq", lstsq, (const Tensor& A, const Tensor& B, std::opti
   const Tensor b = vector ? B.unsqueeze(-1) : B;
   FLB_CHECK(b.dim() >= 2 && b.size(-2) == m, ValueError, "[linalg.lstsq] input.size(-2) should match other.size(-2), got shapes ",
             shape_str(A.sizes()), " and ", shape_str(B.sizes()));
-  const double eps = A.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
-  const double rc = rcond && *rcond > 0 ? *rcond : eps * double(std::max(m, n));
-  Tensor x = matmul(pinv(A, std::nullopt, rc, false), b);
-  const Tensor S = svdvals(A.detach());
+  const double rc = rcond && *rcond > 0 ? *rcond : default_rtol(A);
+  auto [U, Sv, Vh] = svd(A, false);  // one SVD: the solution (through its backward), rank and singular values
+  Tensor x = matmul(pseudo_inverse(U, Sv, mT(Vh), 0.0, rc), b);
+  const Tensor S = Sv.detach();
   const Tensor rank = S.size(-1) ? sum(gt(S, mul(amax(S, {-1}, true), rc)), {-1}).to(kInt64)
                                  : zeros(batch_shape(A), kInt64);
   const bool full_rank = rank.numel() == 0 || all(eq(rank, std::min(m, n))).item<bool>();
