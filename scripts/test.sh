@@ -2,8 +2,10 @@
 # Every test (the default, what .ci/run does): set up (which also installs the Python
 # package), then build and run the GoogleTest suite in the release preset and under
 # AddressSanitizer + UndefinedBehaviorSanitizer (asan preset), a short fuzz run of the
-# safetensors header parser, then the Python tests against PyTorch 2.13. GoogleTest runs once
-# more in one process in shuffled order, and pytest once in file order and twice shuffled; the
+# safetensors header parser, then the Python tests against PyTorch 2.13. After the release
+# tests, scripts/package_test.sh installs the package and builds two projects against it.
+# GoogleTest runs once more in one process in shuffled order, and pytest once in file order
+# and twice shuffled; the
 # seeds are printed (replay: flambeau_tests --gtest_shuffle --gtest_random_seed=N,
 # pytest --shuffle-seed N).
 #
@@ -47,6 +49,8 @@ for preset in release asan; do
     seed=$((RANDOM % 10000 + 1))
     echo "== release: all tests in one process, shuffled (--gtest_random_seed=$seed)"
     ./build/release/flambeau_tests --gtest_shuffle --gtest_random_seed="$seed" --gtest_brief=1
+    echo "== package: cmake --install, the example extension and a C++ consumer against it"
+    bash scripts/package_test.sh
   fi
 done
 echo "== fuzz: safetensors header smoke"

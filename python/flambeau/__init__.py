@@ -7,7 +7,7 @@ from . import _C
 from ._C import *  # noqa: F401,F403  (dtypes, Tensor, factories, ops)
 from ._C import Generator, Tensor, device, dtype, memory  # noqa: F401
 from . import autograd, nn, optim, utils  # noqa: F401
-from . import backends, linalg, safetensors  # noqa: F401
+from . import backends, linalg, ops, safetensors  # noqa: F401
 from . import amp, cpu, graphs, profiler  # noqa: F401
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled, set_autocast_dtype, set_autocast_enabled  # noqa: F401
 from ._C import clear_autocast_cache, is_autocast_cache_enabled, set_autocast_cache_enabled  # noqa: F401

@@ -51,6 +51,8 @@ auto release_call_t(F&& f, A&&... args) {
 
 void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_ops(nb::module_& m, nb::class_<Tensor>& cls);
+// flambeau.ops: ops by qualified name and custom-op libraries (extension.cpp).
+void bind_extension(nb::module_& m);
 void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_shape_ops(nb::module_& m, nb::class_<Tensor>& cls);
 void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls);

@@ -131,4 +131,5 @@ NB_MODULE(_C, m) {
   bind_telemetry(m);
   bind_profiler(m);
   bind_graphs(m);
+  bind_extension(m);
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,6 +31,7 @@ namespace flambeau::op_hook {
 // show up as Opaque, naming their kind.
 struct Opaque {
   std::string kind;
+  std::shared_ptr<Generator> generator;  // kind "generator": the generator (shares its state)
 };
 using Value = std::variant<std::monostate, Tensor, std::vector<Tensor>, std::vector<std::optional<Tensor>>, bool,
                            int64_t, double, Scalar, DType, std::string, Dims, Opaque>;
@@ -84,11 +86,11 @@ Value to_value(const T& v) {
   else if constexpr (std::is_integral_v<U>) return int64_t(v);
   else if constexpr (std::is_floating_point_v<U>) return double(v);
   else if constexpr (std::is_same_v<U, const char*> || std::is_same_v<U, char*>) return std::string(v);
-  else if constexpr (std::is_same_v<U, Device>) return Opaque{"device " + v.str()};
+  else if constexpr (std::is_same_v<U, Device>) return Opaque{"device " + v.str(), nullptr};
   else if constexpr (is_optional<U>::value) return v ? to_value(*v) : Value();
   else if constexpr (is_int_vector<U>::value) return Dims(std::vector<int64_t>(v.begin(), v.end()));
-  else if constexpr (std::is_same_v<U, Generator>) return Opaque{"generator"};
-  else return Opaque{"object"};
+  else if constexpr (std::is_same_v<U, Generator>) return Opaque{"generator", std::make_shared<U>(v)};
+  else return Opaque{"object", nullptr};
 }
 
 inline void collect(std::vector<Tensor>& out, const Tensor& t) { out.push_back(t); }

@@ -52,7 +52,10 @@ bool fits(const Value& v, const SchemaArg& a) {
     case ArgKind::Str: return std::holds_alternative<std::string>(v);
     case ArgKind::Scalar: return number;
     case ArgKind::ScalarType: return std::holds_alternative<DType>(v);
-    case ArgKind::Generator: return false;  // only None: generators are not boxed
+    case ArgKind::Generator: {
+      auto* o = std::get_if<op_hook::Opaque>(&v);
+      return o && o->generator;
+    }
   }
   return false;
 }
@@ -142,16 +145,21 @@ bool arguments_fit(const RegisteredOp& op, const std::vector<const Value*>& args
 std::vector<Value> call_op(std::string_view name, std::vector<Value> args) {
   const RegisteredOp* op = find_op(name);
   FLB_CHECK(op, ValueError, "[call_op] no op named '", name, "'");
+  return call_op(*op, std::move(args));
+}
+
+std::vector<Value> call_op(const RegisteredOp& registered, std::vector<Value> args) {
+  const RegisteredOp* op = &registered;
   const std::vector<SchemaArg>& params = op->schema.arguments;
-  FLB_CHECK(args.size() <= params.size(), TypeError, "[call_op] ", name, " takes ", params.size(),
+  FLB_CHECK(args.size() <= params.size(), TypeError, "[call_op] ", op->schema.qualified_name(), " takes ", params.size(),
             " arguments, got ", args.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const SchemaArg& p = params[i];
     if (i >= args.size()) {
-      FLB_CHECK(p.default_value, TypeError, "[call_op] ", name, ": missing argument '", p.name, "'");
+      FLB_CHECK(p.default_value, TypeError, "[call_op] ", op->schema.qualified_name(), ": missing argument '", p.name, "'");
       args.push_back(default_value(p));
     }
-    FLB_CHECK(fits(args[i], p), TypeError, "[call_op] ", name, ": argument '", p.name, "' must be ",
+    FLB_CHECK(fits(args[i], p), TypeError, "[call_op] ", op->schema.qualified_name(), ": argument '", p.name, "' must be ",
               kind_text(p));
   }
   return op->kernel(args);

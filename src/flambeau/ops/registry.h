@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flambeau/core/generator.h"
 #include "flambeau/core/op_hook.h"
 #include "flambeau/ops/schema.h"
 
@@ -35,6 +36,8 @@ std::vector<std::string> registered_ops();
 // ValueError for an unknown op; TypeError naming the op and the argument when one is
 // missing, of the wrong kind, or too many are given.
 std::vector<Value> call_op(std::string_view name, std::vector<Value> args);
+// The same for an op found already (no lookup by name).
+std::vector<Value> call_op(const RegisteredOp& op, std::vector<Value> args);
 
 // Whether call_op would take these arguments for op (their count and kinds).
 bool arguments_fit(const RegisteredOp& op, const std::vector<const Value*>& args);
@@ -139,10 +142,12 @@ template <class T>
 struct Unbox<std::optional<T>> {
   static std::optional<T> get(const Value& v) {
     if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
-    if constexpr (std::is_same_v<T, Generator>)
-      bad_boxed_argument("None (generators are not boxed)");
-    else
+    if constexpr (std::is_same_v<T, Generator>) {
+      if (auto* o = std::get_if<op_hook::Opaque>(&v); o && o->generator) return *o->generator;
+      bad_boxed_argument("a Generator");
+    } else {
       return Unbox<T>::get(v);
+    }
   }
 };
 
