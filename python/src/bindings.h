@@ -4,6 +4,10 @@
 
 namespace flambeau::python {
 
+// Sets the Python error of a flambeau exception (flambeau.ValueError, ...; module.cpp) and
+// returns true; false for any other exception.
+bool set_python_error(const std::exception_ptr& p);
+
 // A new tensor from a Python number, (nested) list/tuple, Tensor or DLPack-capable array
 // (torch.tensor's rules: bool, int64 or float32 unless dtype is given).
 Tensor tensor_from_data(nb::handle data, std::optional<DType> dtype);

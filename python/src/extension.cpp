@@ -69,30 +69,31 @@ Value to_value(const RegisteredOp& op, const SchemaArg& a, nb::handle h) {
 }
 
 // op(*args, **kwargs): arguments placed by the schema (keyword-only ones by name only).
-nb::object call(const OpHandle& self, nb::args args, nb::kwargs kwargs) {
-  const RegisteredOp& op = *self.op;
+nb::object call(const RegisteredOp& op, PyObject* args, PyObject* kwargs) {
   const std::vector<SchemaArg>& params = op.schema.arguments;
+  const size_t nargs = size_t(PyTuple_GET_SIZE(args)), nkw = kwargs ? size_t(PyDict_GET_SIZE(kwargs)) : 0;
   size_t positional = 0;
   while (positional < params.size() && !params[positional].kwarg_only) ++positional;
-  FLB_CHECK(args.size() <= positional, TypeError, "[", op.schema.qualified_name(), "] takes ", positional,
-            " positional arguments, got ", args.size());
+  FLB_CHECK(nargs <= positional, TypeError, "[", op.schema.qualified_name(), "] takes ", positional,
+            " positional arguments, got ", nargs);
   std::vector<Value> values;
   values.reserve(params.size());
-  if (kwargs.size() == 0) {  // the common case: positional arguments only
-    for (size_t i = 0; i < args.size(); ++i) values.push_back(to_value(op, params[i], args[i]));
+  if (nkw == 0) {  // the common case: positional arguments only
+    for (size_t i = 0; i < nargs; ++i) values.push_back(to_value(op, params[i], PyTuple_GET_ITEM(args, i)));
   } else {
-    size_t used = 0;  // keyword arguments consumed
-    size_t last = args.size();  // arguments up to here are given; later defaults are left to call_op
+    size_t used = 0;        // keyword arguments consumed
+    size_t last = nargs;    // arguments up to here are given; later defaults are left to call_op
     SmallVec<PyObject*, 8> given(params.size(), nullptr);
-    for (size_t i = 0; i < args.size(); ++i) given[i] = args[i].ptr();
-    for (size_t i = 0; i < params.size() && used < kwargs.size(); ++i) {
-      if (!kwargs.contains(params[i].name.c_str())) continue;
+    for (size_t i = 0; i < nargs; ++i) given[i] = PyTuple_GET_ITEM(args, i);
+    for (size_t i = 0; i < params.size() && used < nkw; ++i) {
+      PyObject* v = PyDict_GetItemString(kwargs, params[i].name.c_str());  // borrowed
+      if (!v) continue;
       FLB_CHECK(!given[i], TypeError, "[", op.schema.qualified_name(), "] got multiple values for argument '",
                 params[i].name, "'");
-      given[i] = kwargs[params[i].name.c_str()].ptr(), last = std::max(last, i + 1), ++used;
+      given[i] = v, last = std::max(last, i + 1), ++used;
     }
-    if (used < kwargs.size())
-      for (auto [k, v] : kwargs)
+    if (used < nkw)
+      for (auto [k, v] : nb::borrow<nb::dict>(kwargs))
         FLB_CHECK(op.schema.argument(nb::cast<std::string>(k)), TypeError, "[", op.schema.qualified_name(),
                   "] got an unexpected keyword argument '", nb::cast<std::string>(k), "'");
     for (size_t i = 0; i < last; ++i) {
@@ -125,11 +126,27 @@ nb::object call(const OpHandle& self, nb::args args, nb::kwargs kwargs) {
   return nb::tuple(out);
 }
 
+// The type's tp_call: CPython hands over the argument tuple and dict as they are, with no
+// overload resolution in between (a call's overhead is what the op costs).
+PyObject* op_handle_call(PyObject* self, PyObject* args, PyObject* kwargs) noexcept {
+  try {
+    return call(*nb::inst_ptr<OpHandle>(self)->op, args, kwargs).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const nb::cast_error& e) {
+    PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const std::exception& e) {
+    if (!set_python_error(std::current_exception())) PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyType_Slot g_op_handle_slots[] = {{Py_tp_call, reinterpret_cast<void*>(op_handle_call)}, {0, nullptr}};
+
 }  // namespace
 
 void bind_extension(nb::module_& m) {
-  nb::class_<OpHandle>(m, "_OpHandle")
-      .def("__call__", &call)
+  nb::class_<OpHandle>(m, "_OpHandle", nb::type_slots(g_op_handle_slots))
       .def_prop_ro("schema", [](const OpHandle& h) { return h.op->schema.text; })
       .def_prop_ro("name", [](const OpHandle& h) { return h.op->schema.qualified_name(); })
       .def("__repr__", [](const OpHandle& h) { return "<flambeau op " + h.op->schema.qualified_name() + ">"; });

@@ -17,7 +17,34 @@ PyObject* new_error(nb::module_& m, const char* name, PyObject* base) {
   return t;
 }
 
+PyObject *g_value_error, *g_type_error, *g_index_error, *g_linalg_error;
+
 }  // namespace
+
+bool set_python_error(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const flambeau::IndexError& e) {
+    PyErr_SetString(g_index_error, e.what());
+  } catch (const flambeau::ValueError& e) {
+    PyErr_SetString(g_value_error, e.what());
+  } catch (const flambeau::TypeError& e) {
+    PyErr_SetString(g_type_error, e.what());
+  } catch (const flambeau::NotImplementedError& e) {
+    PyErr_SetString(PyExc_NotImplementedError, e.what());
+  } catch (const flambeau::LinAlgError& e) {
+    PyErr_SetString(g_linalg_error, e.what());
+  } catch (const flambeau::Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (const std::bad_alloc&) {  // a standard container's allocation: no C++ names in the message
+    PyErr_SetString(PyExc_MemoryError, "[allocate] out of memory");
+  } catch (const std::length_error&) {
+    PyErr_SetString(PyExc_MemoryError, "[allocate] out of memory: requested size is too large");
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
 
 nb::handle dtype_object(DType dt) { return g_dtypes[int(dt)]; }
 nb::handle g_values_indices;
@@ -31,31 +58,13 @@ NB_MODULE(_C, m) {
   m.doc() = "flambeau: an eager tensor framework in C++, PyTorch 2.13's API";
 
   // Errors keep the C++ message; types follow PyTorch (IndexError for bad indices).
-  static PyObject* value_error = new_error(m, "ValueError", PyExc_ValueError);
-  static PyObject* type_error = new_error(m, "TypeError", PyExc_TypeError);
-  static PyObject* index_error = new_error(m, "IndexError", PyExc_IndexError);
-  static PyObject* linalg_error = PyErr_NewException("flambeau.linalg.LinAlgError", PyExc_RuntimeError, nullptr);
-  m.attr("LinAlgError") = nb::handle(linalg_error);
+  g_value_error = new_error(m, "ValueError", PyExc_ValueError);
+  g_type_error = new_error(m, "TypeError", PyExc_TypeError);
+  g_index_error = new_error(m, "IndexError", PyExc_IndexError);
+  g_linalg_error = PyErr_NewException("flambeau.linalg.LinAlgError", PyExc_RuntimeError, nullptr);
+  m.attr("LinAlgError") = nb::handle(g_linalg_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    try {
-      std::rethrow_exception(p);
-    } catch (const flambeau::IndexError& e) {
-      PyErr_SetString(index_error, e.what());
-    } catch (const flambeau::ValueError& e) {
-      PyErr_SetString(value_error, e.what());
-    } catch (const flambeau::TypeError& e) {
-      PyErr_SetString(type_error, e.what());
-    } catch (const flambeau::NotImplementedError& e) {
-      PyErr_SetString(PyExc_NotImplementedError, e.what());
-    } catch (const flambeau::LinAlgError& e) {
-      PyErr_SetString(linalg_error, e.what());
-    } catch (const flambeau::Error& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
-    } catch (const std::bad_alloc&) {  // a standard container's allocation: no C++ names in the message
-      PyErr_SetString(PyExc_MemoryError, "[allocate] out of memory");
-    } catch (const std::length_error&) {
-      PyErr_SetString(PyExc_MemoryError, "[allocate] out of memory: requested size is too large");
-    }
+    if (!set_python_error(p)) std::rethrow_exception(p);  // nanobind's own types
   });
 
   nb::class_<PyDType>(m, "dtype")

@@ -1,6 +1,7 @@
 // The stable C ABI's function table (flambeau/stable/c_api.h): each entry catches every
 // exception at the boundary and turns it into a status code and the thread's message.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 
@@ -305,8 +306,12 @@ int32_t dtype_code(DType dtype) {
 }
 
 DType dtype_from_code(int32_t code, const char* op) {
-  for (int i = 0; i < kNumDTypes; ++i)
-    if (dtype_code(DType(i)) == code) return DType(i);
+  static const auto by_code = [] {  // ScalarType number -> index + 1 (0: none)
+    std::array<uint8_t, 32> t{};
+    for (int i = 0; i < kNumDTypes; ++i) t[size_t(dtype_code(DType(i)))] = uint8_t(i + 1);
+    return t;
+  }();
+  if (code >= 0 && code < int32_t(by_code.size()) && by_code[size_t(code)]) return DType(by_code[size_t(code)] - 1);
   throw ValueError(detail::str_cat("[", op, "] unknown dtype code ", code,
                                    " (expected a PyTorch ScalarType number: FLB_FLOAT32, ...)"));
 }
