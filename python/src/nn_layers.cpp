@@ -231,6 +231,15 @@ void bind_cpp_layers(nb::module_& nm) {
   nm.def("_init_linear_", [](const Tensor& weight, std::optional<Tensor> bias) {
     nn::init_linear_(weight, bias.value_or(Tensor()));
   }, "weight"_a, "bias"_a.none());
+  // ConvTranspose*d.forward(input, output_size)'s output_padding (nn::conv_transpose_output_padding).
+  nm.def("_conv_transpose_output_padding",
+         [](const std::string& op, const Tensor& x, nb::handle output_size, nb::handle stride, nb::handle padding,
+            nb::handle kernel_size, nb::handle dilation) {
+           return nn::conv_transpose_output_padding(op, x, dims_from(output_size), dims_from(stride),
+                                                    dims_from(padding), dims_from(kernel_size), dims_from(dilation))
+               .vec();
+         },
+         "op"_a, "input"_a, "output_size"_a, "stride"_a, "padding"_a, "kernel_size"_a, "dilation"_a);
   // (state_dict, load(state), forward(inputs, training)) of a new C++ layer.
   nm.def("_cpp_layer", [](const std::string& name, nb::dict args) {
     std::shared_ptr<nn::Module> m = make(name, std::move(args));

@@ -1,4 +1,4 @@
-// nn.functional's pooling (nn/pooling.cpp) in flambeau._C._nn: max_pool*d and
+// nn.functional's pooling (nn/pooling.cpp, nn/unpooling.cpp) in flambeau._C._nn: max_pool*d and
 // adaptive_max_pool*d return (values, indices) with return_indices=True; int[] arguments
 // take an int or a sequence, stride None means kernel_size, and an adaptive output_size may
 // hold None for "the input's size".
@@ -88,6 +88,24 @@ void bind_pool(nb::module_& m, nb::class_<Tensor>&) {
       nm, adaptive_max_binding(2, &F::adaptive_max_pool2d, &F::adaptive_max_pool2d_with_indices));
   def_function<schemas::adaptive_max_pool3d>(
       nm, adaptive_max_binding(3, &F::adaptive_max_pool3d, &F::adaptive_max_pool3d_with_indices));
+  auto lp = [](Tensor (*f)(const Tensor&, Scalar, const Dims&, const Dims&, bool)) {
+    return [f](const Tensor& x, Scalar norm_type, nb::handle kernel_size, nb::handle stride, bool ceil_mode) {
+      return release_call_t(f, x, norm_type, dims_from(kernel_size), opt_dims_from(stride), ceil_mode);
+    };
+  };
+  def_function<schemas::lp_pool1d>(nm, lp(&F::lp_pool1d));
+  def_function<schemas::lp_pool2d>(nm, lp(&F::lp_pool2d));
+  def_function<schemas::lp_pool3d>(nm, lp(&F::lp_pool3d));
+  auto unpool = [](Tensor (*f)(const Tensor&, const Tensor&, const Dims&, const Dims&, const Dims&, const Dims&)) {
+    return [f](const Tensor& x, const Tensor& indices, nb::handle kernel_size, nb::handle stride, nb::handle padding,
+               nb::handle output_size) {
+      return release_call_t(f, x, indices, dims_from(kernel_size), opt_dims_from(stride), dims_from(padding),
+                            opt_dims_from(output_size));
+    };
+  };
+  def_function<schemas::max_unpool1d>(nm, unpool(&F::max_unpool1d));
+  def_function<schemas::max_unpool2d>(nm, unpool(&F::max_unpool2d));
+  def_function<schemas::max_unpool3d>(nm, unpool(&F::max_unpool3d));
 }
 
 }  // namespace flambeau::python

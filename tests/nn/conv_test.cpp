@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "flambeau/nn/functional.h"
+#include "flambeau/nn/modules.h"
 #include "test_util.h"
 
 namespace flambeau::testing {
@@ -123,6 +124,27 @@ TEST(Conv, BadInputNamesTheOp) {
   const Tensor same = nn::functional::conv2d(x, ones({2, 4, 3, 2}), {}, {1}, nn::functional::PaddingMode::Same);
   EXPECT_EQ(same.sizes(), (Dims{1, 2, 5, 5}));
   EXPECT_THROW(nn::functional::pad(x, {1}), ValueError);
+}
+
+TEST(Conv, TransposedOutputSizePicksTheOutputPadding) {
+  // in 4, stride 3, kernel 2, padding 1: sizes 9 to 11 (output_padding 0 to 2).
+  nn::ConvOptions o;
+  o.stride = {3};
+  o.padding = {1};
+  nn::Conv layer(2, true, 2, 3, {2}, o);
+  const Tensor x = random_tensor({1, 2, 4, 4}, kFloat32, Layout::Contiguous, 10);
+  EXPECT_EQ(layer.forward(x).sizes(), (Dims{1, 3, 9, 9}));
+  EXPECT_EQ(layer.forward(x, {10, 11}).sizes(), (Dims{1, 3, 10, 11}));
+  EXPECT_EQ(layer.forward(x, {1, 3, 11, 9}).sizes(), (Dims{1, 3, 11, 9}));
+  EXPECT_EQ(layer.forward(x.select(0, 0), {2, 10, 10}).sizes(), (Dims{3, 10, 10}));
+  EXPECT_EQ(values(layer.forward(x, {11, 10})),
+            values(nn::functional::conv_transpose2d(x, layer.weight, layer.bias, {3}, {1}, {2, 1})));
+  const std::string e = error_of<ValueError>([&] { layer.forward(x, {12, 9}); });
+  EXPECT_TRUE(contains(e, "[ConvTranspose2d] requested an output size of (12, 9), but valid sizes range from (9, 9) "
+                          "to (11, 11) (for an input of (4, 4))"))
+      << e;
+  const std::string n = error_of<ValueError>([&] { layer.forward(x, {9, 9, 9}); });
+  EXPECT_TRUE(contains(n, "[ConvTranspose2d] for 4D input, output_size must have 2 or 4 elements (got 3)")) << n;
 }
 
 }  // namespace

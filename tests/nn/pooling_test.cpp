@@ -1,6 +1,8 @@
 // Pooling (nn/pooling.cpp over kernels/cpu/pool.cpp) against direct reference loops in
 // float64: max (values, indices, gradient), average (both divisors) and adaptive average,
-// forward and backward; the same bits on 1 and 2 threads; bad input named and refused.
+// forward and backward; the same bits on 1 and 2 threads; bad input named and refused;
+// integer inputs; max_unpool (nn/unpooling.cpp) against max_pool's indices; lp_pool.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -128,7 +130,92 @@ TEST(Pooling, BadInputNamesTheOp) {
   EXPECT_TRUE(contains(rank, "[adaptive_max_pool3d]") && contains(rank, "(3, 8, 8)")) << rank;
   EXPECT_THROW(F::max_pool1d(x, {2}), ValueError);
   EXPECT_THROW(F::avg_pool3d(ones({1, 1, 4, 4, 4}), {2}, {}, {0}, false, true, 0), ValueError);
-  EXPECT_THROW(F::max_pool2d(ones({1, 1, 4, 4}, kInt64), {2}), TypeError);
+  EXPECT_THROW(F::max_pool2d(ones({1, 1, 4, 4}, kBool), {2}), NotImplementedError);
+  EXPECT_THROW(F::max_pool1d(ones({1, 1, 4}, kInt64), {2}), NotImplementedError);  // torch: values-only is floating
+  EXPECT_THROW(F::avg_pool2d(ones({1, 1, 4, 4}, kInt32), {2}), NotImplementedError);
+  EXPECT_THROW(F::adaptive_max_pool2d(ones({1, 1, 4, 4}, kInt64), {2}), NotImplementedError);
+}
+
+TEST(Pooling, IntegerInputs) {
+  // max over [[-7, -1, 3, -4], [5, 5, -9, 2]] in 2x2 windows; int64 averages truncate toward zero.
+  const Tensor x = from_vector<int64_t>({-7, -1, 3, -4, 5, 5, -9, 2}, Dims{1, 1, 2, 4});
+  auto [v, i] = F::max_pool2d_with_indices(x.to(kInt8), {2});
+  EXPECT_EQ(v.dtype(), kInt8);
+  EXPECT_EQ(values(v), (std::vector<double>{5, 3}));
+  EXPECT_EQ(values(i), (std::vector<double>{4, 2}));
+  // A window of padding only keeps its first input position and the lowest value.
+  const Tensor lowest = full({1, 1, 1, 1}, Scalar(int64_t(-128)), kInt8);
+  auto [lv, li] = F::max_pool2d_with_indices(lowest, {2}, {1}, {1});
+  EXPECT_EQ(values(lv), (std::vector<double>{-128, -128, -128, -128}));
+  EXPECT_EQ(values(li), (std::vector<double>{0, 0, 0, 0}));
+  const Tensor avg = F::avg_pool2d(x, {1, 2});
+  EXPECT_EQ(avg.dtype(), kInt64);
+  EXPECT_EQ(values(avg), (std::vector<double>{-4, 0, 5, -3}));
+  EXPECT_EQ(values(F::avg_pool2d(x, {1, 2}, {}, {0}, false, true, -3)), (std::vector<double>{2, 0, -3, 2}));
+  EXPECT_EQ(values(F::max_pool1d_with_indices(x.select(0, 0).select(0, 0), {2}).first),
+            (std::vector<double>{-1, 3, 5, 2}));
+}
+
+TEST(Pooling, MaxUnpoolInvertsMaxPoolAtTheMaxima) {
+  Tensor x = random_tensor({2, 3, 6, 7}, kFloat64, Layout::Contiguous, 11);
+  auto [v, i] = F::max_pool2d_with_indices(x, {2, 3}, {2, 2}, {1, 1});
+  Tensor vg = v.detach();
+  vg.requires_grad_(true);
+  const Tensor y = F::max_unpool2d(vg, i, {2, 3}, {2, 2}, {1, 1}, {6, 7});
+  EXPECT_EQ(y.sizes(), x.sizes());
+  const std::vector<double> xs = values(x), ys = values(y), is = values(i), vs = values(v);
+  std::vector<double> want(ys.size(), 0.0);
+  const int64_t in_plane = v.size(2) * v.size(3), out_plane = 6 * 7;
+  for (size_t j = 0; j < is.size(); ++j) want[size_t(int64_t(j) / in_plane * out_plane + int64_t(is[j]))] = vs[j];
+  EXPECT_EQ(ys, want);
+  // The backward gathers the upstream gradient at the indices.
+  const Tensor gy = random_tensor(y.sizes(), kFloat64, Layout::Contiguous, 12);
+  y.backward(gy);
+  const std::vector<double> gys = values(gy), gv = values(vg.grad());
+  for (size_t j = 0; j < is.size(); ++j)
+    EXPECT_EQ(gv[j], gys[size_t(int64_t(j) / in_plane * out_plane + int64_t(is[j]))]) << j;
+  EXPECT_EQ(y.grad_fn()->name(), "MaxUnpool2DBackward0");
+  // Default sizes: (in - 1) * stride + kernel - 2 * padding; 1-d and 3-d forms.
+  EXPECT_EQ(F::max_unpool1d(ones({2, 3}), zeros({2, 3}, kInt64), {2}).sizes(), (Dims{2, 6}));
+  EXPECT_EQ(F::max_unpool3d(ones({1, 1, 2, 2, 2}), zeros({1, 1, 2, 2, 2}, kInt64), {2}, {}, {0}, {1, 1, 3, 4, 5})
+                .sizes(),
+            (Dims{1, 1, 3, 4, 5}));
+}
+
+TEST(Pooling, MaxUnpoolBadInput) {
+  const Tensor v = ones({1, 2, 2, 2}), i = zeros({1, 2, 2, 2}, kInt64);
+  const std::string range = error_of<IndexError>([&] { F::max_unpool2d(v, add(i, Tensor(Scalar(16))), {2}); });
+  EXPECT_TRUE(contains(range, "[max_unpool2d] found an invalid max index: 16 (output volumes are of size 4x4)"))
+      << range;
+  const std::string size = error_of<ValueError>([&] { F::max_unpool2d(v, i, {2}, {}, {0}, {6, 5}); });
+  EXPECT_TRUE(contains(size, "[max_unpool2d] invalid output_size (6, 5) (dim 0 must be between 2 and 6)")) << size;
+  EXPECT_THROW(F::max_unpool2d(v, i.to(kInt32), {2}), TypeError);
+  EXPECT_THROW(F::max_unpool2d(v, i.narrow(1, 0, 1), {2}), ValueError);
+  EXPECT_THROW(F::max_unpool2d(v.select(0, 0).select(0, 0), i.select(0, 0).select(0, 0), {2}), ValueError);
+  EXPECT_THROW(F::max_unpool2d(v, i, {2}, {}, {0}, {2, 4, 4}), ValueError);
+  EXPECT_THROW(F::max_unpool3d(v.unsqueeze(0), i.unsqueeze(0), {2}, {0}), ValueError);
+  EXPECT_THROW(F::max_unpool2d(v.to(kInt64), i, {2}), NotImplementedError);
+}
+
+TEST(Pooling, LpPoolIsThePNormOfEachWindow) {
+  const Tensor x = random_tensor({2, 3, 7}, kFloat64, Layout::Contiguous, 13, 0.5, 2.0);
+  const std::vector<double> xs = values(x);
+  const std::vector<double> y2 = values(F::lp_pool1d(x, 2.0, {3}, {2}));  // windows at 0, 2, 4
+  const std::vector<double> yinf = values(F::lp_pool1d(x, std::numeric_limits<double>::infinity(), {3}, {2}));
+  ASSERT_EQ(y2.size(), size_t(2 * 3 * 3));
+  for (size_t plane = 0; plane < 6; ++plane)
+    for (size_t o = 0; o < 3; ++o) {
+      double sum = 0, mx = 0;
+      for (size_t j = 0; j < 3; ++j) {
+        const double a = xs[plane * 7 + o * 2 + j];
+        sum += a * a;
+        mx = std::max(mx, std::abs(a));
+      }
+      EXPECT_NEAR(y2[plane * 3 + o], std::sqrt(sum), 1e-14);
+      EXPECT_EQ(yinf[plane * 3 + o], mx);
+    }
+  const std::string small = error_of<ValueError>([&] { F::lp_pool2d(ones({1, 1, 2, 2}), 2.0, {3}); });
+  EXPECT_TRUE(contains(small, "[lp_pool2d]") && contains(small, "Output size is too small")) << small;
 }
 
 }  // namespace

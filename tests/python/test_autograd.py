@@ -67,3 +67,21 @@ def test_gradcheck_from_python():
     x = fl.tensor(np.random.default_rng(1).standard_normal((3, 4)), dtype=fl.float64, requires_grad=True)
     assert fl.autograd.gradcheck(lambda t: (t.softmax(-1) * t).sum(dim=0), [x])
     assert fl.autograd.gradcheck(lambda t: t[fl.tensor([2, 0])] @ t.T, [x])
+
+
+def test_pow_and_relu_derivatives_as_torch_at_the_edges():
+    # x ** p for a non-integer number p: the derivative's p - 1 keeps float64 precision.
+    a = np.array([0.7, 1.3, 2.0, 5.5])
+    for p in [1 / 3, 1 / 1.5, 0.5, 2.5]:
+        x = fl.tensor(a).requires_grad_()
+        (x ** p).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), p * a ** (p - 1), rtol=1e-15, atol=0)
+    # relu's backward selects: an inf / NaN gradient where relu's output is <= 0 gives 0, as torch.
+    b = np.array([-1.0, 0.0, 2.0, np.nan])
+    got, want = [], []
+    for lib, out in ((fl, got), (torch, want)):
+        x = lib.tensor(b).requires_grad_()
+        y = lib.relu(x)
+        y.backward(lib.tensor([np.inf, np.nan, 3.0, 1.0]))
+        out.append(x.grad.numpy())
+    np.testing.assert_array_equal(got[0], want[0])

@@ -154,6 +154,9 @@ HAND_BOUND = {
                     "flambeau.nn.init (in _C._nn): initialisers filling a parameter in place, which torch writes "
                     "in Python"),
     "logsigmoid": "torch.nn.functional's name for log_sigmoid (the schema's name, as in aten), an alias in Python",
+    **dict.fromkeys([f"{kind}max_pool{n}d_with_indices" for kind in ("", "adaptive_") for n in (1, 2, 3)],
+                    "torch.nn.functional's names for the (values, indices) forms: Python functions calling the "
+                    "max_pool*d / adaptive_max_pool*d schema ops with return_indices=True"),
     "linear_cross_entropy_reference": "test-only: the unfused composite linear_cross_entropy is checked against",
 }
 

@@ -275,6 +275,24 @@ CASES = {
     "adaptive_max_pool1d": lambda L, x: tuple(L.nn.functional.adaptive_max_pool1d(x, 4, return_indices=True)),
     "adaptive_max_pool2d": lambda L, x: tuple(L.nn.functional.adaptive_max_pool2d(x[None], (4, 4), True)),
     "adaptive_max_pool3d": lambda L, x: L.nn.functional.adaptive_max_pool3d(x.reshape(1, 5, 2, 3), (3, 2, 2)),
+    "max_pool1d_with_indices": lambda L, x: L.nn.functional.max_pool1d_with_indices(x, 3, 2, 1),
+    "max_pool2d_with_indices": lambda L, x: L.nn.functional.max_pool2d_with_indices(x[None], (2, 3), 1),
+    "max_pool3d_with_indices": lambda L, x: L.nn.functional.max_pool3d_with_indices(x.reshape(1, 5, 2, 3), 2,
+                                                                                    ceil_mode=True),
+    "adaptive_max_pool1d_with_indices": lambda L, x: L.nn.functional.adaptive_max_pool1d_with_indices(x, 4),
+    "adaptive_max_pool2d_with_indices": lambda L, x: L.nn.functional.adaptive_max_pool2d_with_indices(x[None], 3),
+    "adaptive_max_pool3d_with_indices": lambda L, x: L.nn.functional.adaptive_max_pool3d_with_indices(
+        x.reshape(1, 5, 2, 3), (2, 1, 2)),
+    "lp_pool1d": lambda L, x: L.nn.functional.lp_pool1d(x[None], 2, 3, 2),
+    "lp_pool2d": lambda L, x: L.nn.functional.lp_pool2d(x[None].abs() + 0.1, 3.0, (2, 3), ceil_mode=True),
+    "lp_pool3d": lambda L, x: L.nn.functional.lp_pool3d(x.reshape(1, 5, 2, 3).contiguous(), float("inf"), 2),
+    "max_unpool1d": lambda L, x: L.nn.functional.max_unpool1d(*L.nn.functional.max_pool1d(x, 2, return_indices=True),
+                                                              2),
+    "max_unpool2d": lambda L, x: L.nn.functional.max_unpool2d(
+        *L.nn.functional.max_pool2d(x[None], 2, 1, 1, return_indices=True), 2, 1, 1),
+    "max_unpool3d": lambda L, x: L.nn.functional.max_unpool3d(
+        *L.nn.functional.max_pool3d(x.reshape(1, 5, 2, 3), (2, 1, 2), return_indices=True), (2, 1, 2),
+        output_size=(5, 2, 3)),
     # Resampling (nn/resample.cpp).
     "interpolate": lambda L, x: L.nn.functional.interpolate(x[None], scale_factor=1.5),
     "interpolate_nearest_exact": lambda L, x: L.nn.functional.interpolate(x[None, None], (3, 8), mode="nearest-exact"),

@@ -298,6 +298,61 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     return _C._nn.adaptive_max_pool3d(input, output_size, return_indices)
 
 
+# torch's names for the return_indices=True forms: (values, indices) whatever return_indices says.
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return _C._nn.max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return _C._nn.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    return _C._nn.max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    return _C._nn.adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    return _C._nn.adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    return _C._nn.adaptive_max_pool3d(input, output_size, True)
+
+
+# Power-average pooling (composite in C++: nn/pooling.cpp, Note [lp_pool]).
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _C._nn.lp_pool1d(input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _C._nn.lp_pool2d(input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _C._nn.lp_pool3d(input, norm_type, kernel_size, stride, ceil_mode)
+
+
+# Max unpooling (C++: nn/unpooling.cpp): indices as max_pool*d(return_indices=True) gives them;
+# output_size None, n sizes or n + 2 (input.size() of the pooling's input).
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _C._nn.max_unpool1d(input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _C._nn.max_unpool2d(input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    return _C._nn.max_unpool3d(input, indices, kernel_size, stride, padding, output_size)
+
+
 
 # Resampling (C++: nn/resample.cpp). size / scale_factor: a number for every spatial dim or
 # a sequence of one per dim.

@@ -134,6 +134,9 @@ void record_unary(UnaryOp op, const Tensor& in, Tensor& out) {
   const bool x = rule.saves == Saves::input, y = rule.saves == Saves::output;
   record(rule.name, {&out}, {&in}, {x ? in : Tensor(), y ? out : Tensor()},
          [op](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
+           // relu selects, as torch's threshold_backward: 0 where y <= 0 (even for an inf / NaN
+           // gradient), the gradient elsewhere (y NaN included).
+           if (op == UnaryOp::relu) return std::vector<Tensor>{where(le(s[1], 0), Tensor(0.0), g[0])};
            const Tensor d = unary_derivative(op, s[0], s[1]);
            return std::vector<Tensor>{d.defined() ? mul(g[0], d) : zeros_like(g[0])};
          });
@@ -215,7 +218,12 @@ void record_binary(BinaryOp op, const Tensor& a, const Tensor& b, Scalar alpha, 
       fn = [](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
         const Tensor& x = s[0];
         const Tensor& p = s[1];
-        const Tensor gx = mul(g[0], mul(p, pow(x, sub(p, 1))));
+        // A number exponent minus 1 stays a number of full precision (sub of two numbers is float32).
+        const Tensor p1 = !p.impl()->wrapped_number ? sub(p, 1)
+                          : p.dtype() == kFloat64   ? Tensor(Scalar(*p.data<double>() - 1))
+                          : p.dtype() == kInt64     ? Tensor(Scalar(*p.data<int64_t>() - 1))
+                                                    : sub(p, 1);
+        const Tensor gx = mul(g[0], mul(p, pow(x, p1)));
         // d/dp x^p = x^p log x, taken as 0 where x == 0 (and p >= 0), as PyTorch does.
         const Tensor gp = mul(g[0], where(logical_and(eq(x, 0), ge(p, 0)), Tensor(0.0), mul(s[2], log(x))));
         return std::vector<Tensor>{where(eq(p, 0), Tensor(0.0), gx), gp};

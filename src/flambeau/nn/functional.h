@@ -135,7 +135,9 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, d
 
 // ---- pooling (nn/pooling.cpp) ----------------------------------------------------------------
 // Inputs [N, C, *spatial] or unbatched [C, *spatial], floating point (float16 / bfloat16
-// compute in float32). kernel_size, stride, padding and dilation take one value per spatial
+// compute in float32); as torch 2.13, max_pool2d/3d (and max_pool1d_with_indices) also take
+// integer inputs and avg_pool*d int64 ones (truncating division); other dtypes raise
+// NotImplementedError. kernel_size, stride, padding and dilation take one value per spatial
 // dim or one for all; an empty stride means kernel_size. Output size per dim:
 // (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1, rounded down, or up with
 // ceil_mode (then a last window starting past the input and its left padding is dropped).
@@ -165,6 +167,28 @@ Tensor avg_pool2d(const Tensor& input, const Dims& kernel_size, const Dims& stri
 Tensor avg_pool3d(const Tensor& input, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
                   bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = {});
+// Power-average pooling (composite, Note [lp_pool] in pooling.cpp): per window
+// (sum of x^norm_type)^(1 / norm_type), no padding; norm_type inf: the max of |x|. A zero
+// sum has a zero gradient.
+#define FLB_DECLARE_LP_POOL(N)                                                                              \
+  Tensor lp_pool##N##d(const Tensor& input, Scalar norm_type, const Dims& kernel_size, const Dims& stride = {}, \
+                       bool ceil_mode = false);
+FLB_DECLARE_LP_POOL(1)
+FLB_DECLARE_LP_POOL(2)
+FLB_DECLARE_LP_POOL(3)
+#undef FLB_DECLARE_LP_POOL
+// The partial inverse of max_pool*d (nn/unpooling.cpp): zeros of [N, C, *output] with each input
+// value at its index (a flat position in its output plane, as max_pool's indices; int64, of
+// input's shape). The output sizes are (in - 1) * stride + kernel - 2 * padding, or
+// output_size (n sizes, or n + 2 whose first two are ignored), each less than stride from
+// those; empty: the default. A repeated index keeps the last value written.
+#define FLB_DECLARE_MAX_UNPOOL(N)                                                                          \
+  Tensor max_unpool##N##d(const Tensor& input, const Tensor& indices, const Dims& kernel_size,             \
+                          const Dims& stride = {}, const Dims& padding = {0}, const Dims& output_size = {});
+FLB_DECLARE_MAX_UNPOOL(1)
+FLB_DECLARE_MAX_UNPOOL(2)
+FLB_DECLARE_MAX_UNPOOL(3)
+#undef FLB_DECLARE_MAX_UNPOOL
 
 // ---- resampling (nn/resample.cpp) -------------------------------------------------------------
 // torch.nn.functional.interpolate on [N, C, *spatial] (1-3 spatial dims). Exactly one of size

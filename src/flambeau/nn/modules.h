@@ -161,6 +161,9 @@ class Conv : public Module {
   Conv(int64_t dims, bool transposed, int64_t in_channels, int64_t out_channels, Dims kernel_size,
        ConvOptions options = {});
   Tensor forward(const Tensor& x) override;
+  // ConvTranspose: the output_padding giving the spatial output_size (dims sizes, or with the
+  // batch / channel sizes in front), as torch's forward(input, output_size); empty: forward(x).
+  Tensor forward(const Tensor& x, const Dims& output_size);
   void reset_parameters();
   int64_t dims;
   bool transposed;
@@ -172,6 +175,15 @@ class Conv : public Module {
  private:
   Dims reversed_padding_;  // functional::pad's amounts for a padding_mode other than zeros
 };
+
+// The output_padding of a transposed convolution (named `op` in errors) of x that gives the
+// spatial output_size: torch's _ConvTransposeNd._output_padding. output_size has kernel_size's
+// length, or that plus x's non-spatial dims (dropped); each size must lie in [min, min + stride
+// - 1], min = (in - 1) * stride - 2 * padding + dilation * (kernel - 1) + 1. The other
+// arguments hold one value per spatial dim.
+Dims conv_transpose_output_padding(const std::string& op, const Tensor& x, const Dims& output_size,
+                                   const Dims& stride, const Dims& padding, const Dims& kernel_size,
+                                   const Dims& dilation);
 
 // BatchNorm1d/2d/3d (dims 1-3): functional::batch_norm with weight (ones) and bias (zeros)
 // when affine, and the buffers running_mean (zeros), running_var (ones) and

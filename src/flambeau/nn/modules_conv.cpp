@@ -80,6 +80,45 @@ void Conv::reset_parameters() {
   }
 }
 
+Dims conv_transpose_output_padding(const std::string& op, const Tensor& x, const Dims& output_size,
+                                   const Dims& stride, const Dims& padding, const Dims& kernel_size,
+                                   const Dims& dilation) {
+  const int64_t n = int64_t(kernel_size.size()), lead = x.dim() == n + 2 ? 2 : 1;
+  Dims o = output_size;
+  if (int64_t(o.size()) == lead + n) o = Dims(o.data() + lead, size_t(n));
+  FLB_CHECK(int64_t(o.size()) == n, ValueError, "[", op, "] for ", x.dim(), "D input, output_size must have ", n,
+            " or ", lead + n, " elements (got ", output_size.size(), ")");
+  FLB_CHECK(x.dim() == n + 1 || x.dim() == n + 2, ValueError, "[", op, "] expected ", n + 1, "D (unbatched) or ",
+            n + 2, "D (batched) input, but got input of size: ", shape_str(x.sizes()));
+  Dims lo, hi, in, result;
+  for (size_t d = 0; d < size_t(n); ++d) {
+    in.push_back(x.size(lead + int64_t(d)));
+    lo.push_back((in[d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (kernel_size[d] - 1) + 1);
+    hi.push_back(lo[d] + stride[d] - 1);
+  }
+  for (size_t d = 0; d < size_t(n); ++d) {
+    FLB_CHECK(o[d] >= lo[d] && o[d] <= hi[d], ValueError, "[", op, "] requested an output size of ", shape_str(o),
+              ", but valid sizes range from ", shape_str(lo), " to ", shape_str(hi), " (for an input of ",
+              shape_str(in), ")");
+    result.push_back(o[d] - lo[d]);
+  }
+  return result;
+}
+
+Tensor Conv::forward(const Tensor& x, const Dims& output_size) {
+  if (!transposed || output_size.empty()) return forward(x);
+  const Dims op = conv_transpose_output_padding(type_name(), x, output_size, options.stride, options.padding,
+                                                kernel_size, options.dilation);
+  namespace F = functional;
+  const std::optional<Tensor> b = bias.defined() ? std::optional<Tensor>(bias) : std::nullopt;
+  const ConvOptions& o = options;
+  switch (dims) {
+    case 1: return F::conv_transpose1d(x, weight, b, o.stride, o.padding, op, o.groups, o.dilation);
+    case 2: return F::conv_transpose2d(x, weight, b, o.stride, o.padding, op, o.groups, o.dilation);
+    default: return F::conv_transpose3d(x, weight, b, o.stride, o.padding, op, o.groups, o.dilation);
+  }
+}
+
 Tensor Conv::forward(const Tensor& x) {
   namespace F = functional;
   const std::optional<Tensor> b = bias.defined() ? std::optional<Tensor>(bias) : std::nullopt;

@@ -2,6 +2,7 @@
 // 1-3 spatial dims, primitives over kernels/cpu/pool.h with torch's checks, messages and
 // grad_fn names. As in torch, the 1-d forms run the 2-d primitive on a [..., 1, L] view
 // (their grad_fn is SqueezeBackward1), and an adaptive average to size 1 is a mean.
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -17,12 +18,25 @@ namespace {
 
 using kernels::PoolGeometry;
 
-DType compute_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
+// Floating inputs compute in float32 / float64; integer ones (max pooling, int64 average) as they are.
+DType compute_dtype(const Tensor& x) {
+  if (!x.is_floating_point()) return x.dtype();
+  return x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+}
 
+// f.template operator()<T>() for the T of Ts whose dtype is t (the callers checked t).
+template <class... Ts>
+struct Types {};
+template <class... Ts, class F>
+void visit_types(Types<Ts...>, DType t, F&& f) {
+  ((t == dtype_v<Ts> ? (f.template operator()<Ts>(), 0) : 0), ...);
+}
+using Floats = Types<float, double>;
+using MaxTypes = Types<float, double, uint8_t, int8_t, int16_t, int32_t, int64_t>;
+using AvgTypes = Types<float, double, int64_t>;
 template <class F>
 void visit_compute(DType ct, F&& f) {
-  if (ct == kFloat64) f.template operator()<double>();
-  else f.template operator()<float>();
+  visit_types(Floats{}, ct, std::forward<F>(f));
 }
 
 // "(3x8x8)": the sizes from dim `from` on.
@@ -41,10 +55,20 @@ struct Pool {
   Dims out_shape;
 };
 
-// x is floating, [C, *spatial] or [N, C, *spatial] with n spatial dims, empty only in N.
-void check_input(const char* op, int64_t n, const Tensor& x) {
-  FLB_CHECK(x.is_floating_point(), TypeError, "[", op, "] expected a floating point input, got ",
-            dtype_name(x.dtype()));
+// The integer inputs an op takes besides floating point ones, as torch 2.13's CPU kernels:
+// the max poolings of a window take every integer type (max_pool1d only with its indices:
+// torch's values-only kernel is floating), the average poolings of a window int64.
+enum class Ints { None, All, Int64 };
+
+// x is [C, *spatial] or [N, C, *spatial] with n spatial dims, empty only in N, of a dtype `ints` allows.
+void check_input(const char* op, int64_t n, const Tensor& x, Ints ints) {
+  const DType t = x.dtype();
+  const bool ok = x.is_floating_point() || (ints == Ints::All && is_integral(t, false)) ||
+                  (ints == Ints::Int64 && t == kInt64);
+  FLB_CHECK(ok, NotImplementedError, "[", op, "] not implemented for ", dtype_name(t), " input (expected ",
+            ints == Ints::All ? "floating point or integer" : ints == Ints::Int64 ? "floating point or int64"
+                                                                                 : "floating point",
+            ")");
   FLB_CHECK(x.dim() == n + 1 || x.dim() == n + 2, ValueError, "[", op, "] expected a ", n + 1, "D or ", n + 2,
             "D (batch mode) tensor for input, got input of shape ", shape_str(x.sizes()));
   for (int64_t i = x.dim() == n + 2 ? 1 : 0; i < x.dim(); ++i)
@@ -75,8 +99,8 @@ int64_t pooled_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t 
 
 // Checks a max / average pooling call of n spatial dims on x.
 Pool window_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_size, const Dims& stride,
-                 const Dims& padding, const Dims& dilation, bool ceil_mode) {
-  check_input(op, n, x);
+                 const Dims& padding, const Dims& dilation, bool ceil_mode, Ints ints) {
+  check_input(op, n, x, ints);
   const Dims k = per_dim(op, "kernel_size", kernel_size, n), s = per_dim(op, "stride", stride, n, &k),
              p = per_dim(op, "padding", padding, n), d = per_dim(op, "dilation", dilation, n);
   for (size_t i = 0; i < size_t(n); ++i) {
@@ -118,7 +142,7 @@ Pool window_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_
 
 // Checks an adaptive pooling call of n spatial dims on x.
 Pool adaptive_pool(const char* op, int64_t n, const Tensor& x, const Dims& output_size) {
-  check_input(op, n, x);
+  check_input(op, n, x, Ints::None);
   const Dims o = per_dim(op, "output_size", output_size, n);
   for (int64_t v : o)
     FLB_CHECK(v >= 0, ValueError, "[", op, "] output_size must be non-negative, got output_size=", shape_str(o),
@@ -151,7 +175,8 @@ std::pair<Tensor, Tensor> max_primitive(const char* node, const Tensor& x, const
     autograd::NoGradGuard no_grad;
     const Tensor xc = x.to(ct).contiguous();
     Tensor y = empty(pool.out_shape, ct);
-    visit_compute(ct, [&]<class T>() { kernel(pool.g, xc.data<T>(), y.data<T>(), indices.data<int64_t>()); });
+    visit_types(MaxTypes{}, ct,
+                [&]<class T>() { kernel(pool.g, xc.data<T>(), y.data<T>(), indices.data<int64_t>()); });
     values = y.to(x.dtype());
   }
   autograd::record(node, {&values}, {&x}, {indices},
@@ -167,16 +192,17 @@ std::pair<Tensor, Tensor> max_primitive(const char* node, const Tensor& x, const
   return {values, indices};
 }
 
-// An average kernel on x: forward(g, x, y), backward(g, gy, gx), recorded as `node`.
-template <class Forward, class Backward>
-Tensor avg_primitive(const char* node, const Tensor& x, const Pool& pool, Forward forward, Backward backward) {
+// An average kernel on x: forward(g, x, y) for the types of `types`, backward(g, gy, gx), recorded as `node`.
+template <class Forward, class Backward, class... Ts>
+Tensor avg_primitive(const char* node, const Tensor& x, const Pool& pool, Forward forward, Backward backward,
+                     Types<Ts...> types) {
   const DType ct = compute_dtype(x);
   Tensor out;
   {
     autograd::NoGradGuard no_grad;
     const Tensor xc = x.to(ct).contiguous();
     Tensor y = empty(pool.out_shape, ct);
-    visit_compute(ct, [&]<class T>() { forward(pool.g, xc.data<T>(), y.data<T>()); });
+    visit_types(types, ct, [&]<class T>() { forward(pool.g, xc.data<T>(), y.data<T>()); });
     out = y.to(x.dtype());
   }
   autograd::record(node, {&out}, {&x}, {},
@@ -203,9 +229,12 @@ struct AdaptiveMaxForward {
   }
 };
 
+// with_indices: whether the caller returns the indices (max_pool1d takes integers only then).
 std::pair<Tensor, Tensor> max_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_size,
-                                   const Dims& stride, const Dims& padding, const Dims& dilation, bool ceil_mode) {
-  const Pool pool = window_pool(op, n, x, kernel_size, stride, padding, dilation, ceil_mode);
+                                   const Dims& stride, const Dims& padding, const Dims& dilation, bool ceil_mode,
+                                   bool with_indices) {
+  const Ints ints = n > 1 || with_indices ? Ints::All : Ints::None;
+  const Pool pool = window_pool(op, n, x, kernel_size, stride, padding, dilation, ceil_mode, ints);
   if (n == 1) {
     auto [v, i] = max_primitive("MaxPool2DWithIndicesBackward0", x.unsqueeze(-2), as_2d(pool), MaxForward{});
     return {v.squeeze(-2), i.squeeze(-2)};
@@ -226,7 +255,7 @@ std::pair<Tensor, Tensor> adaptive_max(const char* op, int64_t n, const Tensor& 
 
 Tensor avg_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_size, const Dims& stride,
                 const Dims& padding, bool ceil_mode, bool count_include_pad, std::optional<int64_t> divisor_override) {
-  const Pool pool = window_pool(op, n, x, kernel_size, stride, padding, {1}, ceil_mode);
+  const Pool pool = window_pool(op, n, x, kernel_size, stride, padding, {1}, ceil_mode, Ints::Int64);
   FLB_CHECK(!divisor_override || *divisor_override != 0, ValueError, "[", op, "] divisor must be not zero");
   // A negative divisor divides as given (as torch); 0 tells the kernels "none" (0 is refused above).
   const int64_t div = divisor_override.value_or(0);
@@ -236,8 +265,10 @@ Tensor avg_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_s
   auto backward = [count_include_pad, div]<class T>(const PoolGeometry& g, const T* gy, T* gx) {
     kernels::avg_pool_backward<T>(g, count_include_pad, div, gy, gx);
   };
-  if (n == 1) return avg_primitive("AvgPool2DBackward0", x.unsqueeze(-2), as_2d(pool), forward, backward).squeeze(-2);
-  return avg_primitive(n == 2 ? "AvgPool2DBackward0" : "AvgPool3DBackward0", x, pool, forward, backward);
+  if (n == 1)
+    return avg_primitive("AvgPool2DBackward0", x.unsqueeze(-2), as_2d(pool), forward, backward, AvgTypes{})
+        .squeeze(-2);
+  return avg_primitive(n == 2 ? "AvgPool2DBackward0" : "AvgPool3DBackward0", x, pool, forward, backward, AvgTypes{});
 }
 
 Tensor adaptive_avg(const char* op, int64_t n, const Tensor& x, const Dims& output_size) {
@@ -250,11 +281,36 @@ Tensor adaptive_avg(const char* op, int64_t n, const Tensor& x, const Dims& outp
   if (n == 1) {
     const Tensor x2 = x.unsqueeze(-2);
     if (ones) return mean(x2, {-1, -2}, true).squeeze(-2);
-    return avg_primitive("AdaptiveAvgPool2DBackward0", x2, as_2d(pool), forward, backward).squeeze(-2);
+    return avg_primitive("AdaptiveAvgPool2DBackward0", x2, as_2d(pool), forward, backward, Floats{}).squeeze(-2);
   }
   if (ones) return mean(x, n == 2 ? Dims{-1, -2} : Dims{-1, -2, -3}, true);
   return avg_primitive(n == 2 ? "AdaptiveAvgPool2DBackward0" : "AdaptiveAvgPool3DBackward0", x, pool, forward,
-                       backward);
+                       backward, Floats{});
+}
+
+// Note [lp_pool]: composite, as torch's F.lp_pool*d: s = avg_pool(x^p) (no padding) times the
+// window volume is the window's sum of x^p, and the result (sign(s) * relu(|s|))^(1/p): a zero
+// sum has a zero derivative through sign. p = inf is the max of |x|, p = -inf minus the max of
+// -|x|. An int p keeps integer inputs integer up to the root (the average truncating), a float
+// p makes them float, as torch's pow does. Shapes and dtypes are checked under the op's name.
+Tensor lp_pool(const char* op, int64_t n, const Tensor& x, const Scalar& p, const Dims& kernel_size,
+               const Dims& stride, bool ceil_mode) {
+  const double pd = p.to_double();
+  const Dims none{0}, one{1};
+  auto max_of = [&](const Tensor& a) {
+    window_pool(op, n, a, kernel_size, stride, none, one, ceil_mode, n > 1 ? Ints::All : Ints::None);
+    return n == 1 ? max_pool1d(a, kernel_size, stride, none, one, ceil_mode)
+           : n == 2 ? max_pool2d(a, kernel_size, stride, none, one, ceil_mode)
+                    : max_pool3d(a, kernel_size, stride, none, one, ceil_mode);
+  };
+  if (std::isinf(pd)) return pd > 0 ? max_of(abs(x)) : neg(max_of(neg(abs(x))));
+  const Tensor xp = pow(x, Tensor(p));
+  const Pool pool = window_pool(op, n, xp, kernel_size, stride, none, one, ceil_mode, Ints::Int64);
+  const Tensor avg = n == 1   ? avg_pool1d(xp, kernel_size, stride, none, ceil_mode)
+                     : n == 2 ? avg_pool2d(xp, kernel_size, stride, none, ceil_mode)
+                              : avg_pool3d(xp, kernel_size, stride, none, ceil_mode);
+  const int64_t volume = pool.g.kernel[0] * pool.g.kernel[1] * pool.g.kernel[2];
+  return pow(mul(mul(sign(avg), relu(abs(avg))), Tensor(Scalar(volume))), Tensor(Scalar(1.0 / pd)));
 }
 
 }  // namespace
@@ -264,14 +320,16 @@ Tensor adaptive_avg(const char* op, int64_t n, const Tensor& x, const Dims& outp
          (const Tensor& input, const Dims& kernel_size, const Dims& stride, const Dims& padding,                \
           const Dims& dilation, bool ceil_mode),                                                               \
          (input, kernel_size, stride, padding, dilation, ceil_mode), Tensor) {                                 \
-    return max_pool("max_pool" #N "d", N, input, kernel_size, stride, padding, dilation, ceil_mode).first;    \
+    return max_pool("max_pool" #N "d", N, input, kernel_size, stride, padding, dilation, ceil_mode, false).first; \
   }                                                                                                             \
   std::pair<Tensor, Tensor> max_pool##N##d_with_indices(const Tensor& input, const Dims& kernel_size,          \
                                                         const Dims& stride, const Dims& padding,               \
                                                         const Dims& dilation, bool ceil_mode) {                \
     return op_hook::call(                                                                                      \
         "max_pool" #N "d",                                                                                     \
-        [&] { return max_pool("max_pool" #N "d", N, input, kernel_size, stride, padding, dilation, ceil_mode); }, \
+        [&] {                                                                                                 \
+          return max_pool("max_pool" #N "d", N, input, kernel_size, stride, padding, dilation, ceil_mode, true); \
+        },                                                                                                    \
         input, kernel_size, stride, padding, dilation, ceil_mode, true);                                      \
   }                                                                                                             \
   FLB_OP(adaptive_avg_pool##N##d, (const Tensor& input, const Dims& output_size), (input, output_size), Tensor) { \
@@ -290,6 +348,17 @@ FLB_POOL(1)
 FLB_POOL(2)
 FLB_POOL(3)
 #undef FLB_POOL
+
+#define FLB_LP_POOL(N)                                                                                          \
+  FLB_OP(lp_pool##N##d,                                                                                        \
+         (const Tensor& input, Scalar norm_type, const Dims& kernel_size, const Dims& stride, bool ceil_mode),  \
+         (input, norm_type, kernel_size, stride, ceil_mode), Tensor) {                                         \
+    return lp_pool("lp_pool" #N "d", N, input, norm_type, kernel_size, stride, ceil_mode);                    \
+  }
+FLB_LP_POOL(1)
+FLB_LP_POOL(2)
+FLB_LP_POOL(3)
+#undef FLB_LP_POOL
 
 FLB_OP(avg_pool1d,
        (const Tensor& input, const Dims& kernel_size, const Dims& stride, const Dims& padding, bool ceil_mode,

@@ -293,6 +293,18 @@
     &nn::functional::adaptive_avg_pool3d)                                                                            \
   X(adaptive_max_pool3d, "adaptive_max_pool3d(Tensor input, int[3] output_size, bool return_indices=False) "         \
     "-> (Tensor, Tensor)", Functional, &adapt::adaptive_max_pool3d)                                                  \
+  X(lp_pool1d, "lp_pool1d(Tensor input, Scalar norm_type, int[1] kernel_size, int[1]? stride=None, "                 \
+    "bool ceil_mode=False) -> Tensor", Functional, &nn::functional::lp_pool1d)                                       \
+  X(lp_pool2d, "lp_pool2d(Tensor input, Scalar norm_type, int[2] kernel_size, int[2]? stride=None, "                 \
+    "bool ceil_mode=False) -> Tensor", Functional, &nn::functional::lp_pool2d)                                       \
+  X(lp_pool3d, "lp_pool3d(Tensor input, Scalar norm_type, int[3] kernel_size, int[3]? stride=None, "                 \
+    "bool ceil_mode=False) -> Tensor", Functional, &nn::functional::lp_pool3d)                                       \
+  X(max_unpool1d, "max_unpool1d(Tensor input, Tensor indices, int[1] kernel_size, int[1]? stride=None, "             \
+    "int[1] padding=0, int[1]? output_size=None) -> Tensor", Functional, &nn::functional::max_unpool1d)              \
+  X(max_unpool2d, "max_unpool2d(Tensor input, Tensor indices, int[2] kernel_size, int[2]? stride=None, "             \
+    "int[2] padding=0, int[2]? output_size=None) -> Tensor", Functional, &nn::functional::max_unpool2d)              \
+  X(max_unpool3d, "max_unpool3d(Tensor input, Tensor indices, int[3] kernel_size, int[3]? stride=None, "             \
+    "int[3] padding=0, int[3]? output_size=None) -> Tensor", Functional, &nn::functional::max_unpool3d)              \
   /* resampling (nn/resample.cpp) */                                                                                  \
   X(interpolate, "interpolate(Tensor input, int[]? size=None, float[]? scale_factor=None, str mode=\"nearest\", "     \
     "bool? align_corners=None, bool? recompute_scale_factor=None, bool antialias=False) -> Tensor", Functional,      \

@@ -1,6 +1,7 @@
 """Conv1d/2d/3d and ConvTranspose1d/2d/3d, as torch.nn's. The C++ layer (nn::Conv,
 src/flambeau/nn/modules_conv.cpp) checks the arguments and initialises the parameters;
 forward calls the same functional as its forward."""
+from ... import _C
 from .. import functional as F
 from .layers import _build
 from .module import Module
@@ -76,10 +77,18 @@ class _ConvTranspose(_ConvNd):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, dtype, output_padding)
 
-    def forward(self, input):
+    def forward(self, input, output_size=None):
         conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._dims - 1]
-        return conv(input, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.groups,
-                    self.dilation)
+        return conv(input, self.weight, self.bias, self.stride, self.padding,
+                    self._output_padding(input, output_size), self.groups, self.dilation)
+
+    def _output_padding(self, input, output_size):
+        """self.output_padding, or the one giving output_size (C++: nn::conv_transpose_output_padding)."""
+        if output_size is None:
+            return self.output_padding
+        return tuple(_C._nn._conv_transpose_output_padding(type(self).__name__, input, list(output_size),
+                                                           self.stride, self.padding, self.kernel_size,
+                                                           self.dilation))
 
 
 class Conv1d(_Conv):

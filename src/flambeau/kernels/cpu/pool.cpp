@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "flambeau/core/parallel.h"
 
@@ -68,13 +69,16 @@ template <class T>
 void window_max(const PoolGeometry& g, const T* x, Range d, Range h, Range w, T* y, int64_t* idx) {
   const int64_t H = g.in[1], W = g.in[2];
   int64_t best = (d.first * H + h.first) * W + w.first;
-  T m = -std::numeric_limits<T>::infinity();
+  constexpr bool floating = std::is_floating_point_v<T>;
+  T m = floating ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
   for (int64_t i = d.first; i < d.end; i += d.step)
     for (int64_t j = h.first; j < h.end; j += h.step)
       for (int64_t k = w.first; k < w.end; k += w.step) {
         const int64_t at = (i * H + j) * W + k;
         const T v = x[at];
-        if (v > m || std::isnan(v)) m = v, best = at;
+        bool nan = false;
+        if constexpr (floating) nan = std::isnan(v);
+        if (v > m || nan) m = v, best = at;
       }
   *y = m;
   *idx = best;
@@ -141,7 +145,12 @@ void avg_pool_forward(const PoolGeometry& g, bool count_include_pad, int64_t div
       for (int64_t i = d.lo; i < d.hi; ++i)
         for (int64_t j = h.lo; j < h.hi; ++j)
           for (int64_t k = w.lo; k < w.hi; ++k) sum += xp[(i * H + j) * W + k];
-      *yp++ = sum / T(avg_divisor(count_include_pad, divisor_override, d, h, w));
+      const int64_t div = avg_divisor(count_include_pad, divisor_override, d, h, w);
+      if constexpr (std::is_integral_v<T>) {  // integer division truncates, as torch's; x / -1 cannot trap
+        *yp++ = div == -1 ? T(uint64_t(0) - uint64_t(sum)) : T(sum / div);
+        return;
+      }
+      *yp++ = sum / T(div);
     });
   });
 }
@@ -208,5 +217,17 @@ void adaptive_avg_pool_backward(const PoolGeometry& g, const T* gy, T* gx) {
 FLB_POOL_INSTANTIATE(float)
 FLB_POOL_INSTANTIATE(double)
 #undef FLB_POOL_INSTANTIATE
+
+// Integer inputs (forward only, as torch: max pooling of any integer type, average of int64).
+#define FLB_POOL_INSTANTIATE_INT(T)                                                                       \
+  template void max_pool_forward<T>(const PoolGeometry&, const T*, T*, int64_t*);                        \
+  template void adaptive_max_pool_forward<T>(const PoolGeometry&, const T*, T*, int64_t*);
+FLB_POOL_INSTANTIATE_INT(uint8_t)
+FLB_POOL_INSTANTIATE_INT(int8_t)
+FLB_POOL_INSTANTIATE_INT(int16_t)
+FLB_POOL_INSTANTIATE_INT(int32_t)
+FLB_POOL_INSTANTIATE_INT(int64_t)
+#undef FLB_POOL_INSTANTIATE_INT
+template void avg_pool_forward<int64_t>(const PoolGeometry&, bool, int64_t, const int64_t*, int64_t*);
 
 }  // namespace flambeau::kernels

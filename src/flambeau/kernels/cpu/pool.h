@@ -8,6 +8,8 @@
 
 namespace flambeau::kernels {
 
+// T is float or double; the max forwards also take the integer types and avg_pool_forward
+// int64 (integer inputs have no gradient).
 // planes x [D, H, W] -> planes x [OD, OH, OW], both contiguous. kernel / stride / pad /
 // dilation are unused by the adaptive kernels (their bins come from in and out).
 struct PoolGeometry {
