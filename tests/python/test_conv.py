@@ -46,18 +46,22 @@ def _conv(lib_f, nd, transposed):
     return getattr(lib_f, f"conv_transpose{nd}d" if transposed else f"conv{nd}d")
 
 
-def run_case(x_shape, w_shape, transposed, with_bias, kw, lib, grad, x=None):
+def run_case(x_shape, w_shape, transposed, with_bias, kw, lib, grad, x=None, dtype=np.float64, absolute=False):
+    """Output and gradients; `absolute`: of |inputs| and |upstream gradient| (each result is
+    then the sum of the absolute values of its terms)."""
     nd = len(w_shape) - 2
     groups = kw.get("groups", 1)
     c_out = w_shape[1] * groups if transposed else w_shape[0]
     rng = np.random.default_rng(abs(hash((x_shape, w_shape))) % 2**32)
     xa = rng.standard_normal(x_shape) if x is None else x
     wa, ba = rng.standard_normal(w_shape), rng.standard_normal(c_out)
+    f = np.abs if absolute else (lambda a: a)
+    xa, wa, ba = (f(a).astype(dtype) for a in (xa, wa, ba))
     fn = _conv(F if lib is fl else TF, nd, transposed)
     xt, wt = lib.tensor(xa, requires_grad=True), lib.tensor(wa, requires_grad=True)
     bt = lib.tensor(ba, requires_grad=True) if with_bias else None
     y = fn(xt, wt, bt, **kw)
-    g = rng.standard_normal(tuple(y.shape))
+    g = f(rng.standard_normal(tuple(y.shape))).astype(dtype)
     (y * lib.tensor(g)).sum().backward()
     out = [y.detach().numpy(), xt.grad.numpy(), wt.grad.numpy()]
     return out + ([bt.grad.numpy()] if with_bias else [])
@@ -71,6 +75,20 @@ def test_matches_torch_in_float64(name, x_shape, w_shape, transposed, with_bias,
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, x_shape, w_shape, transposed, with_bias, kw", CASES, ids=[c[0] for c in CASES])
+def test_float32_is_within_the_rounding_bound(name, x_shape, w_shape, transposed, with_bias, kw):
+    # Every float32 path (oneDNN's kernels where built in, im2col + GEMM) against float64:
+    # a sum of n terms rounded in float32 is within n * 2^-24 of the sum of their absolute
+    # values, n at most the longest sum (a weight gradient's: batch times output size).
+    got = run_case(x_shape, w_shape, transposed, with_bias, kw, fl, True, dtype=np.float32)
+    want = run_case(x_shape, w_shape, transposed, with_bias, kw, torch, True)
+    scale = run_case(x_shape, w_shape, transposed, with_bias, kw, torch, True, absolute=True)
+    n = int(np.prod(w_shape)) + int(np.prod(want[0].shape))
+    for g, w, a in zip(got, want, scale):
+        assert g.dtype == np.float32 and g.shape == w.shape
+        assert np.all(np.abs(g - w) <= n * 2.0**-24 * a + 1e-30), np.max(np.abs(g - w) / (a + 1e-30))
 
 
 def test_non_contiguous_input_and_grad_fn():
@@ -99,16 +117,26 @@ def test_empty_batch_and_zero_channels():
     np.testing.assert_array_equal(y.numpy(), np.broadcast_to(np.array([1.0, -2.0])[None, :, None], (2, 2, 3)))
 
 
-@pytest.mark.parametrize("batch", [1, 5])  # images in order (threaded GEMMs) and images over threads
-def test_bitwise_the_same_on_one_and_two_threads(batch):
-    x = R.standard_normal((batch, 8, 20, 20)).astype(np.float32)
-    w = R.standard_normal((16, 8, 3, 3)).astype(np.float32)
+# Images in order (threaded GEMMs) and images over threads; oneDNN's blocked kernels (64
+# channels), groups, a 3-d and a transposed convolution.
+@pytest.mark.parametrize("batch, c, hw, kw", [
+    (1, 8, 20, dict(padding=1, stride=(1, 2))), (5, 8, 20, dict(padding=1, stride=(1, 2))),
+    (3, 64, 14, dict(padding=1)), (4, 32, 9, dict(padding=2, dilation=2, groups=4)),
+    (2, 16, 6, dict(padding=1, nd=3)), (3, 32, 7, dict(stride=2, padding=1, transposed=True))])
+def test_bitwise_the_same_on_one_and_two_threads(batch, c, hw, kw):
+    kw = dict(kw)
+    nd, transposed = kw.pop("nd", 2), kw.pop("transposed", False)
+    groups = kw.get("groups", 1)
+    x = R.standard_normal((batch, c) + (hw,) * nd).astype(np.float32)
+    w = R.standard_normal((c, 2 * c // groups) + (3,) * nd if transposed else (2 * c, c // groups) + (3,) * nd)
+    w = w.astype(np.float32)
+    fn = _conv(F, nd, transposed)
     results = []
     for threads in (1, 2):
         fl.set_num_threads(threads)
         try:
             fx, fw = fl.tensor(x, requires_grad=True), fl.tensor(w, requires_grad=True)
-            y = F.conv2d(fx, fw, padding=1, stride=(1, 2))
+            y = fn(fx, fw, **kw)
             y.backward(fl.ones_like(y))
             results.append([y.detach().numpy(), fx.grad.numpy(), fw.grad.numpy()])
         finally:
@@ -183,6 +211,49 @@ def test_module_matches_torch(name, args, kwargs, x_shape):
     x = R.standard_normal(x_shape)
     np.testing.assert_allclose(fm(fl.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(),
                                rtol=1e-12, atol=1e-12)
+
+
+OUTPUT_SIZES = [  # (name, args, kwargs, input shape, output_size): every reachable size, batched or not
+    ("ConvTranspose1d", (2, 3, 3), dict(stride=3, padding=1), (2, 2, 4), [(10,), [11], (2, 3, 12)]),
+    ("ConvTranspose2d", (2, 3, (2, 3)), dict(stride=(3, 2), padding=1, dilation=(1, 2)), (1, 2, 4, 5),
+     [(9, 12), [11, 11], (1, 3, 10, 12)]),
+    ("ConvTranspose2d", (2, 2, 3), dict(stride=2), (2, 3, 3), [(7, 8), (2, 8, 7)]),
+    ("ConvTranspose3d", (2, 2, 2), dict(stride=(2, 1, 3)), (1, 2, 3, 3, 2), [(6, 4, 6), (7, 4, 7)]),
+]
+
+
+@pytest.mark.parametrize("name, args, kwargs, x_shape, sizes", OUTPUT_SIZES)
+def test_transposed_forward_output_size_matches_torch(name, args, kwargs, x_shape, sizes):
+    fm = getattr(fl.nn, name)(*args, **kwargs, dtype=fl.float64)
+    tm = getattr(torch.nn, name)(*args, **kwargs, dtype=torch.float64)
+    fm.load_state_dict({n: fl.tensor(p.detach().numpy()) for n, p in tm.state_dict().items()})
+    x = R.standard_normal(x_shape)
+    for size in sizes + [None]:
+        fx, tx = fl.tensor(x).requires_grad_(), torch.tensor(x).requires_grad_()
+        f, t = fm(fx, output_size=size), tm(tx, output_size=size)
+        assert tuple(f.shape) == tuple(t.shape), (size, f.shape, t.shape)
+        np.testing.assert_allclose(f.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-12)
+        g = R.standard_normal(tuple(t.shape))
+        (f * fl.tensor(g)).sum().backward()
+        (t * torch.tensor(g)).sum().backward()
+        np.testing.assert_allclose(fx.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_transposed_output_size_out_of_range_raises_as_torch():
+    fm, tm = fl.nn.ConvTranspose2d(2, 3, 2, stride=3, padding=1), torch.nn.ConvTranspose2d(2, 3, 2, stride=3, padding=1)
+    x = R.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    for size in [(12, 9), (9, 8), (1, 3, 9, 12)]:  # valid: 9 to 11
+        with pytest.raises(ValueError, match="valid sizes range"):
+            tm(torch.tensor(x), output_size=size)
+        assert_raises_naming(lambda: fm(fl.tensor(x), output_size=size), ValueError,
+                             ["[ConvTranspose2d]", "requested an output size of", "valid sizes range from (9, 9) to "
+                              "(11, 11) (for an input of (4, 4))"])
+    with pytest.raises(ValueError, match="output_size must have 2 or 4 elements"):
+        tm(torch.tensor(x), output_size=(9, 9, 9))
+    assert_raises_naming(lambda: fm(fl.tensor(x), output_size=(9, 9, 9)), ValueError,
+                         ["[ConvTranspose2d]", "for 4D input, output_size must have 2 or 4 elements (got 3)"])
+    assert_raises_naming(lambda: fm(fl.tensor(x[0]), output_size=(9,)), ValueError,
+                         ["[ConvTranspose2d]", "for 3D input, output_size must have 2 or 3 elements (got 1)"])
 
 
 def test_module_initialisation_follows_torch_bounds():

@@ -6,7 +6,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "flambeau/core/parallel.h"
@@ -276,9 +279,28 @@ void backward_weight_packed(const ConvGeometry& g, const T* x, const T* gy, T* a
   }
 }
 
+// Note [oneDNN convolutions]: float32 convolutions run oneDNN's direct kernels where oneDNN
+// is built in and has one for the problem (its im2col + GEMM ones are not taken), except
+// depthwise ones, whose own kernel here is faster; float64 stays on im2col + GEMM. Measured
+// in bench/bench_conv.py (docs/PERFORMANCE.md). Forward and input gradient (also the
+// transposed convolution's forward): each result element is one sum that oneDNN computes in
+// one thread. Weight gradient: the batch blocks of Note [Deterministic convolution], each
+// block one single-threaded oneDNN call, the partials added in block order (with one block
+// the threaded GEMMs stay). So the bits do not depend on the thread count
+// (tests/python/test_conv.py checks).
+bool onednn_takes(const ConvGeometry& g) {
+  static const bool enabled = [] {
+    const char* e = std::getenv("FLAMBEAU_CONV_ONEDNN");
+    return !e || std::string(e) != "0";
+  }();
+  return enabled && !(g.groups > 1 && g.groups == g.in_channels);
+}
+
 template <class T>
 void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const profiler::Scope scope("conv_forward", profiler::EventKind::Kernel);
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_takes(g) && onednn_conv_forward(g, x, w, bias, y)) return;
   if (const int64_t per = pack_images(g); per > 1) return forward_packed(g, x, w, bias, y, per);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
@@ -307,6 +329,8 @@ void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y)
 template <class T>
 void backward_input(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
   const profiler::Scope scope("conv_backward_input", profiler::EventKind::Kernel);
+  if constexpr (std::is_same_v<T, float>)
+    if (onednn_takes(g) && onednn_conv_backward_input(g, gy, w, gx)) return;
   if (const int64_t per = pack_images(g); per > 1) return backward_input_packed(g, gy, w, gx, per);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
@@ -347,6 +371,14 @@ void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
     for (int64_t b = b0; b < b1; ++b) {
       T* acc = b == 0 ? gw : partial.data() + (b - 1) * size;
       const int64_t n0 = b * g.batch / blocks, n1 = (b + 1) * g.batch / blocks;
+      if constexpr (std::is_same_v<T, float>) {
+        ConvGeometry block = g;
+        block.batch = n1 - n0;
+        if (one_thread && onednn_takes(g) &&
+            onednn_conv_backward_weight_1t(block, x + n0 * g.in_channels * g.in_volume(),
+                                           gy + n0 * g.out_channels * g.out_volume(), acc))
+          continue;
+      }
       if (per > 1) {
         backward_weight_packed(g, x, gy, acc, n0, n1, per, true, one_thread, cols);
         continue;

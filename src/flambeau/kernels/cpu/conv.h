@@ -35,6 +35,13 @@ void conv_backward_input(const ConvGeometry& g, const double* gy, const double* 
 void conv_backward_weight(const ConvGeometry& g, const float* x, const float* gy, float* gw);
 void conv_backward_weight(const ConvGeometry& g, const double* x, const double* gy, double* gw);
 
+// The same products through oneDNN (float32; conv_onednn.cpp): false, with nothing
+// written, when oneDNN is not built in or has no implementation for the problem.
+bool onednn_conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y);
+bool onednn_conv_backward_input(const ConvGeometry& g, const float* gy, const float* w, float* gx);
+// gw = the weight gradient of g's batch, computed in the calling thread alone.
+bool onednn_conv_backward_weight_1t(const ConvGeometry& g, const float* x, const float* gy, float* gw);
+
 // One image's patches (F.unfold): cols[channels * kernel_volume, out_volume] from
 // x[channels, D, H, W] (cols overwritten); fold_image adds cols folded back into x (F.fold,
 // x not zeroed here). Channels split over threads; each is folded in a fixed order.

@@ -1,5 +1,7 @@
-// Stand-in for gemm_bf16_onednn.cpp when flambeau is built without oneDNN: the AMX path is
-// never taken (Note [16-bit GEMM paths] in gemm16.cpp).
+// Stand-in for gemm_bf16_onednn.cpp and conv_onednn.cpp when flambeau is built without
+// oneDNN: the AMX path is never taken (Note [16-bit GEMM paths] in gemm16.cpp), nor the
+// oneDNN convolutions (Note [oneDNN convolutions] in conv.cpp).
+#include "flambeau/kernels/cpu/conv.h"
 #include "flambeau/kernels/cpu/gemm_bf16.h"
 
 namespace flambeau::kernels {
@@ -10,5 +12,9 @@ bool bf16_gemm_onednn(const BFloat16*, int64_t, int64_t, const BFloat16*, int64_
                       int64_t) {
   return false;
 }
+
+bool onednn_conv_forward(const ConvGeometry&, const float*, const float*, const float*, float*) { return false; }
+bool onednn_conv_backward_input(const ConvGeometry&, const float*, const float*, float*) { return false; }
+bool onednn_conv_backward_weight_1t(const ConvGeometry&, const float*, const float*, float*) { return false; }
 
 }  // namespace flambeau::kernels
