@@ -1,23 +1,28 @@
-// OpenBLAS (its OpenMP build) runs a call made outside a parallel region on
-// omp_get_max_threads() threads, a number that follows set_num_threads (and that
-// openblas_set_num_threads changes for the whole process). So each call here lowers it to 1
-// for its duration, and flambeau's threads split the product themselves.
+// OpenBLAS (its OpenMP build) and oneDNN run a call on omp_get_max_threads() threads, a
+// number that follows set_num_threads (and that openblas_set_num_threads changes for the
+// whole process). So each call here lowers it to 1 for its duration, and flambeau's threads
+// split the product themselves.
 #include "flambeau/kernels/cpu/blas.h"
 
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/gemm_bf16.h"
 #include "flambeau/profiler/profiler.h"
 
 namespace flambeau::kernels {
 namespace {
 
+// Inside a parallel region too: oneDNN cuts its work by omp_get_max_threads() there as well
+// (the setting is the calling task's own).
 class OneThread {
  public:
-  OneThread() : outer_(omp_in_parallel() ? 0 : omp_get_max_threads()) {
+  OneThread() : outer_(omp_get_max_threads()) {
     if (outer_ > 1) omp_set_num_threads(1);
   }
   ~OneThread() {
@@ -90,11 +95,24 @@ bool gemv_1t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, con
   return true;
 }
 
+bool onednn_f32() {
+  static const bool on = [] {
+    const char* e = std::getenv("FLAMBEAU_ONEDNN_F32");
+    return onednn_built() && !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+// Note [float32 GEMM]: where oneDNN is built in, float32 GEMMs (not matrix-vector products,
+// which stay on sgemv) run oneDNN's sgemm, single-threaded on Note [Deterministic GEMM]'s
+// tiles like OpenBLAS's: on the AMD EPYC (Zen 5) machine of docs/PERFORMANCE.md it ran 171-230
+// GFLOP/s per core where OpenBLAS 0.3.21 ran 82-110, on every shape measured.
 void gemm_1t(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
              const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const OneThread one;
   const profiler::Scope scope("sgemm", profiler::EventKind::Kernel);
   if (k > 0 && gemv_1t(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  if (onednn_f32() && sgemm_onednn_1t(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
   cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta,
               c, int(ldc));
 }

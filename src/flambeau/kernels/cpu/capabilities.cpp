@@ -1,11 +1,13 @@
 // Capabilities: the CPU (core/cpu_info), the Highway target chosen at run time, and the GEMM
-// kernel per dtype (OpenBLAS's core for float32/float64, kernels::gemm16 for 16-bit).
+// kernel per dtype (oneDNN's sgemm or OpenBLAS's core for float32, OpenBLAS for float64,
+// kernels::gemm16 for 16-bit).
 #include "flambeau/kernels/cpu/capabilities.h"
 
 #include <cblas.h>
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
+#include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/gemm16.h"
 
 
@@ -17,7 +19,7 @@ Capabilities capabilities() {
   const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
   c.simd_target = targets ? hwy::TargetName(targets & -targets) : "scalar";  // lowest bit: the best target
   const std::string blas = std::string("OpenBLAS (") + openblas_get_corename() + ")";
-  c.gemm_f32 = blas;
+  c.gemm_f32 = kernels::onednn_f32() ? "oneDNN sgemm (matrix-vector: " + blas + ")" : blas;
   c.gemm_f64 = blas;
   c.gemm_bf16 = kernels::gemm16_backend(true);
   c.gemm_f16 = kernels::gemm16_backend(false);

@@ -6,9 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -282,19 +280,14 @@ void backward_weight_packed(const ConvGeometry& g, const T* x, const T* gy, T* a
 // Note [oneDNN convolutions]: float32 convolutions run oneDNN's direct kernels where oneDNN
 // is built in and has one for the problem (its im2col + GEMM ones are not taken), except
 // depthwise ones, whose own kernel here is faster; float64 stays on im2col + GEMM. Measured
-// in bench/bench_conv.py (docs/PERFORMANCE.md). Forward and input gradient (also the
+// in bench/bench_conv.py (docs/PERFORMANCE.md; FLAMBEAU_ONEDNN_F32=0 turns oneDNN off for
+// the comparison). Forward and input gradient (also the
 // transposed convolution's forward): each result element is one sum that oneDNN computes in
 // one thread. Weight gradient: the batch blocks of Note [Deterministic convolution], each
 // block one single-threaded oneDNN call, the partials added in block order (with one block
 // the threaded GEMMs stay). So the bits do not depend on the thread count
 // (tests/python/test_conv.py checks).
-bool onednn_takes(const ConvGeometry& g) {
-  static const bool enabled = [] {
-    const char* e = std::getenv("FLAMBEAU_CONV_ONEDNN");
-    return !e || std::string(e) != "0";
-  }();
-  return enabled && !(g.groups > 1 && g.groups == g.in_channels);
-}
+bool onednn_takes(const ConvGeometry& g) { return onednn_f32() && !(g.groups > 1 && g.groups == g.in_channels); }
 
 template <class T>
 void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
