@@ -278,22 +278,29 @@ void backward_weight_packed(const ConvGeometry& g, const T* x, const T* gy, T* a
 }
 
 // Note [oneDNN convolutions]: float32 convolutions run oneDNN's direct kernels where oneDNN
-// is built in and has one for the problem (its im2col + GEMM ones are not taken), except
-// depthwise ones, whose own kernel here is faster; float64 stays on im2col + GEMM. Measured
-// in bench/bench_conv.py (docs/PERFORMANCE.md; FLAMBEAU_ONEDNN_F32=0 turns oneDNN off for
-// the comparison). Forward and input gradient (also the
-// transposed convolution's forward): each result element is one sum that oneDNN computes in
-// one thread. Weight gradient: the batch blocks of Note [Deterministic convolution], each
-// block one single-threaded oneDNN call, the partials added in block order (with one block
-// the threaded GEMMs stay). So the bits do not depend on the thread count
-// (tests/python/test_conv.py checks).
-bool onednn_takes(const ConvGeometry& g) { return onednn_f32() && !(g.groups > 1 && g.groups == g.in_channels); }
+// is built in and has one for the problem (its im2col + GEMM ones are not taken), but not
+// where im2col + GEMM (on oneDNN's sgemm, Note [float32 GEMM]) measured faster on ResNet-18's
+// shapes (docs/PERFORMANCE.md; FLAMBEAU_ONEDNN_F32=0 turns oneDNN off for comparisons):
+// depthwise and pointwise kernels (a direct kernel and a plain GEMM here), gradients of
+// outputs of 4 positions or fewer (the packed GEMMs of Note [Packed images] win by up to 2x),
+// and input gradients to fewer than 16 channels (a 3-channel stem's: 2.6x slower in oneDNN).
+// float64 stays on im2col + GEMM. Forward and input gradient (also the transposed
+// convolution's forward): each result element is one sum that oneDNN computes in one thread.
+// Weight gradient: the batch blocks of Note [Deterministic convolution], each block one
+// single-threaded oneDNN call, the partials added in block order (with one block the
+// threaded GEMMs stay). So the bits do not depend on the thread count (tests/python/test_conv.py).
+enum class Product { forward, input, weight };
+bool onednn_takes(const ConvGeometry& g, Product p) {
+  if (!onednn_f32() || (g.groups > 1 && g.groups == g.in_channels) || g.kernel_volume() == 1) return false;
+  if (p == Product::forward) return true;
+  return g.out_volume() > 4 && (p == Product::weight || g.in_channels / g.groups >= 16);
+}
 
 template <class T>
 void forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   const profiler::Scope scope("conv_forward", profiler::EventKind::Kernel);
   if constexpr (std::is_same_v<T, float>)
-    if (onednn_takes(g) && onednn_conv_forward(g, x, w, bias, y)) return;
+    if (onednn_takes(g, Product::forward) && onednn_conv_forward(g, x, w, bias, y)) return;
   if (const int64_t per = pack_images(g); per > 1) return forward_packed(g, x, w, bias, y, per);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
@@ -323,7 +330,7 @@ template <class T>
 void backward_input(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
   const profiler::Scope scope("conv_backward_input", profiler::EventKind::Kernel);
   if constexpr (std::is_same_v<T, float>)
-    if (onednn_takes(g) && onednn_conv_backward_input(g, gy, w, gx)) return;
+    if (onednn_takes(g, Product::input) && onednn_conv_backward_input(g, gy, w, gx)) return;
   if (const int64_t per = pack_images(g); per > 1) return backward_input_packed(g, gy, w, gx, per);
   const GroupDims d = group_dims(g);
   const bool direct = is_pointwise(g);
@@ -367,7 +374,7 @@ void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
       if constexpr (std::is_same_v<T, float>) {
         ConvGeometry block = g;
         block.batch = n1 - n0;
-        if (one_thread && onednn_takes(g) &&
+        if (one_thread && onednn_takes(g, Product::weight) &&
             onednn_conv_backward_weight_1t(block, x + n0 * g.in_channels * g.in_volume(),
                                            gy + n0 * g.out_channels * g.out_volume(), acc))
           continue;
