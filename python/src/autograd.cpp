@@ -74,10 +74,11 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
       .def_prop_ro("_version", &Tensor::version)
       .def("detach", &Tensor::detach)
       .def("retain_grad", &Tensor::retain_grad)
-      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, bool retain_graph) {
+      .def("backward", [](const Tensor& t, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
+                          bool create_graph) {
         nb::gil_scoped_release release;
-        t.backward(gradient.value_or(Tensor()), retain_graph);
-      }, "gradient"_a = nb::none(), "retain_graph"_a = false)
+        t.backward(gradient.value_or(Tensor()), retain_graph.value_or(create_graph), create_graph);
+      }, "gradient"_a = nb::none(), "retain_graph"_a = nb::none(), "create_graph"_a = false)
       .def("register_hook", [](const Tensor& t, nb::object fn) {
         autograd::register_hook(t, python_hook(std::move(fn)));
       }, "hook"_a)
@@ -108,22 +109,24 @@ void bind_autograd(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("is_autocast_cache_enabled", &autocast::is_cache_enabled);
   m.def("set_autocast_cache_enabled", &autocast::set_cache_enabled, "enabled"_a);
   m.def("clear_autocast_cache", &autocast::clear_cache);
-  m.def("_backward", [](nb::handle tensors, nb::handle grads, bool retain_graph) {
+  m.def("_backward", [](nb::handle tensors, nb::handle grads, bool retain_graph, bool create_graph) {
     const std::vector<Tensor> roots = tensors_of(tensors), gs = tensors_of(grads);
     nb::gil_scoped_release release;
-    autograd::backward(roots, gs, retain_graph);
-  }, "tensors"_a, "grad_tensors"_a = nb::none(), "retain_graph"_a = false);
-  m.def("_grad", [](nb::handle outputs, nb::handle inputs, nb::handle grad_outputs, bool retain_graph, bool allow_unused) {
+    autograd::backward(roots, gs, retain_graph, create_graph);
+  }, "tensors"_a, "grad_tensors"_a = nb::none(), "retain_graph"_a = false, "create_graph"_a = false);
+  m.def("_grad", [](nb::handle outputs, nb::handle inputs, nb::handle grad_outputs, bool retain_graph, bool allow_unused,
+                    bool create_graph) {
     const std::vector<Tensor> outs = tensors_of(outputs), ins = tensors_of(inputs), gs = tensors_of(grad_outputs);
     std::vector<Tensor> r;
     {
       nb::gil_scoped_release release;
-      r = autograd::grad(outs, ins, gs, retain_graph, allow_unused);
+      r = autograd::grad(outs, ins, gs, retain_graph, allow_unused, create_graph);
     }
     nb::list l;
     for (const Tensor& t : r) l.append(t.defined() ? nb::cast(t) : nb::none());
     return nb::tuple(l);
-  }, "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false, "allow_unused"_a = false);
+  }, "outputs"_a, "inputs"_a, "grad_outputs"_a = nb::none(), "retain_graph"_a = false, "allow_unused"_a = false,
+     "create_graph"_a = false);
   // A node whose backward is a Python function: backward(*grads) -> one gradient (or None)
   // per input. What flambeau.autograd.Function and checkpoint build on.
   m.def("_record_function", [](const char* name, std::vector<Tensor> inputs, std::vector<Tensor> outputs,

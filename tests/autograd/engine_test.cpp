@@ -1,5 +1,5 @@
 // The autograd engine: accumulation into leaves, the grad() API, retain_graph, in-place
-// checks on saved tensors and leaves, hooks, retain_grad, grad mode; gradcheck of the
+// checks on saved tensors and leaves, hooks, retain_grad, grad mode, create_graph; gradcheck of the
 // elementwise ops against finite differences.
 #include "test_util.h"
 
@@ -107,6 +107,24 @@ TEST(Autograd, GradcheckBinaryAndTernaryOpsWithBroadcasting) {
     EXPECT_TRUE(gradcheck(fs[i], {a, b, c}, i == 14 ? 1e-2 : 1e-6, i == 14 ? 1e-3 : 1e-5, 1e-3, &report))
         << "case " << i << ": " << report;
   }
+}
+
+// create_graph: the gradients have a graph of their own, through saved inputs (mul) and
+// saved outputs (exp); without it they have none; backward(create_graph) gives .grad one.
+TEST(Autograd, CreateGraphGivesSecondDerivatives) {
+  Tensor x = from_vector<double>({0.5, -1.0, 2.0}).requires_grad_();
+  const Tensor g = autograd::grad({sum(mul(mul(x, x), x))}, {x}, {}, true, false, true)[0];  // 3x^2
+  ASSERT_TRUE(g.requires_grad());
+  EXPECT_TRUE(all_close(values(autograd::grad({sum(g)}, {x})[0]), {3.0, -6.0, 12.0}, 1e-12, 1e-12));  // 6x
+  const Tensor ge = autograd::grad({sum(exp(x))}, {x}, {}, true, false, true)[0];
+  EXPECT_TRUE(all_close(values(autograd::grad({sum(ge)}, {x})[0]), values(exp(x.detach())), 1e-12, 1e-12));
+  EXPECT_FALSE(autograd::grad({sum(mul(x, x))}, {x})[0].requires_grad());
+  sum(mul(mul(x, x), x)).backward({}, true, true);
+  ASSERT_TRUE(x.grad().requires_grad());
+  const Tensor gx = x.grad();
+  x.set_grad(Tensor());
+  sum(gx).backward();
+  EXPECT_TRUE(all_close(values(x.grad()), {3.0, -6.0, 12.0}, 1e-12, 1e-12));
 }
 
 }  // namespace

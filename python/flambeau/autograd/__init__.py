@@ -4,20 +4,26 @@ import functools
 
 from .. import _C
 
-__all__ = ["backward", "grad", "gradcheck", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
+__all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "is_grad_enabled", "Variable", "Function", "graph"]
 
 is_grad_enabled = _C.is_grad_enabled
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None):
-    """Accumulates the gradients of `tensors` (weighted by grad_tensors) into the leaves."""
-    _C._backward(tensors, grad_tensors, bool(retain_graph))
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
+    """Accumulates the gradients of `tensors` (weighted by grad_tensors) into the leaves.
+
+    create_graph: the gradients get a graph of their own (double backward); retain_graph
+    defaults to it."""
+    retain = create_graph if retain_graph is None else retain_graph
+    _C._backward(tensors, grad_tensors, bool(retain), bool(create_graph))
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, allow_unused=False):
-    """The gradients of outputs w.r.t. inputs, returned (not accumulated into .grad)."""
-    return _C._grad(outputs, inputs, grad_outputs, bool(retain_graph), allow_unused)
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=None):
+    """The gradients of outputs w.r.t. inputs, returned (not accumulated into .grad), in
+    torch.autograd.grad's argument order; create_graph as for backward."""
+    retain = create_graph if retain_graph is None else retain_graph
+    return _C._grad(outputs, inputs, grad_outputs, bool(retain), bool(allow_unused), bool(create_graph))
 
 
 def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
@@ -27,6 +33,26 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     if not ok and raise_exception:
         raise RuntimeError(report)
     return ok
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
+    """Checks the second derivatives: gradcheck of the gradients of fn(*inputs) (weighted by
+    grad_outputs; by default a fixed, non-constant pattern) computed with create_graph."""
+    inputs = (inputs,) if isinstance(inputs, _C.Tensor) else tuple(inputs)
+    v = grad_outputs
+
+    def first_grads(*xs):
+        nonlocal v
+        with enable_grad():
+            out = fn(*xs)
+            if v is None:
+                n = out.numel()
+                v = _C.sin(_C.arange(n, dtype=out.dtype) * 0.7 + 0.3).reshape(out.shape)
+            gs = grad(out, list(xs), v, create_graph=True, allow_unused=True)
+        flat = [g.reshape(-1) if g is not None else _C.zeros(x.numel(), dtype=x.dtype) for g, x in zip(gs, xs)]
+        return _C.cat(flat)
+
+    return gradcheck(first_grads, inputs, eps=eps, atol=atol, rtol=rtol, raise_exception=raise_exception)
 
 
 class _GradMode(contextlib.ContextDecorator):

@@ -10,20 +10,24 @@
 namespace flambeau::autograd {
 
 // Accumulates d(sum of roots * grads)/d(leaf) into every leaf's grad(). An undefined
-// grad stands for ones (allowed for one-element roots only).
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false);
+// grad stands for ones (allowed for one-element roots only). create_graph: the backward
+// formulas run in grad mode, so the gradients have a graph of their own (double backward);
+// that graph reaches this one's nodes, so pass retain_graph too (torch's default then).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {}, bool retain_graph = false,
+              bool create_graph = false);
 
 // d(outputs)/d(inputs) weighted by grad_outputs, returned instead of accumulated.
 // allow_unused: an input the outputs do not depend on gives an undefined tensor
-// (otherwise ValueError).
+// (otherwise ValueError). create_graph: as for backward.
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
-                         bool allow_unused = false);
+                         bool allow_unused = false, bool create_graph = false);
 
 // grad() without the op hook's report of the call itself, so that the ops the pass runs are
 // reported one by one (the compiler's AOT pass traces a backward this way).
 std::vector<Tensor> grad_as_ops(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused);
+                                const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused,
+                                bool create_graph = false);
 
 // Queues `callback` to run when the backward pass (backward or grad) running on this thread
 // has processed its whole graph, before that call returns (torch's

@@ -1,8 +1,10 @@
 // Backward formulas of the elementwise ops. Gradients may come back in the broadcast
 // output shape: FunctionNode sums them to each input's shape.
 #include <cmath>
+#include <type_traits>
 
 #include "flambeau/autograd/derivatives.h"
+#include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
@@ -128,15 +130,36 @@ Tensor unary_derivative(UnaryOp op, const Tensor& x, const Tensor& y) {
 }
 }  // namespace
 
+// relu's gradient selects, as torch's threshold_backward: 0 where y <= 0 (even for an inf
+// or NaN gradient), the gradient elsewhere (y NaN included). One pass for same-shape dense
+// float tensors when no graph is built; where() otherwise (differentiable for create_graph).
+static Tensor relu_backward(const Tensor& g, const Tensor& y) {
+  const bool fused = !grad_mode_enabled() && g.sizes() == y.sizes() && g.dtype() == y.dtype() &&
+                     (g.dtype() == kFloat32 || g.dtype() == kFloat64) && g.is_contiguous() && y.is_contiguous();
+  if (!fused) return where(le(y, 0), Tensor(0.0), g);
+  Tensor out = empty(g.sizes(), g.dtype());
+  visit_dtype(g.dtype(), [&]<class T>() {
+    if constexpr (std::is_floating_point_v<T>) {
+      const T *gp = g.data<T>(), *yp = y.data<T>();
+      T* o = out.data<T>();
+      parallel_for(0, g.numel(), 1 << 15, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          const T gi = gp[i];  // loaded whatever the test: the select then vectorizes
+          o[i] = yp[i] <= T(0) ? T(0) : gi;
+        }
+      });
+    }
+  });
+  return out;
+}
+
 void record_unary(UnaryOp op, const Tensor& in, Tensor& out) {
   if (!needs_grad(in)) return;
   const UnaryRule rule = unary_rule(op);
   const bool x = rule.saves == Saves::input, y = rule.saves == Saves::output;
   record(rule.name, {&out}, {&in}, {x ? in : Tensor(), y ? out : Tensor()},
          [op](const std::vector<Tensor>& g, const std::vector<Tensor>& s) {
-           // relu selects, as torch's threshold_backward: 0 where y <= 0 (even for an inf / NaN
-           // gradient), the gradient elsewhere (y NaN included).
-           if (op == UnaryOp::relu) return std::vector<Tensor>{where(le(s[1], 0), Tensor(0.0), g[0])};
+           if (op == UnaryOp::relu) return std::vector<Tensor>{relu_backward(g[0], s[1])};
            const Tensor d = unary_derivative(op, s[0], s[1]);
            return std::vector<Tensor>{d.defined() ? mul(g[0], d) : zeros_like(g[0])};
          });

@@ -1,6 +1,7 @@
 // The backward engine: finds the nodes reachable from the roots, counts how many edges
 // lead into each, and runs them in dependency order (ties broken by creation order, later
-// first), summing the gradients that arrive at each input slot. Single-threaded, so the
+// first), summing the gradients that arrive at each input slot; with create_graph grad mode
+// stays on, so the gradients record a graph of their own. Single-threaded, so the
 // order of every sum is fixed: gradients are reproducible bit for bit. Callbacks queued
 // during a pass (queue_callback) run once its whole graph has been processed.
 #include <map>
@@ -54,8 +55,8 @@ struct Capture {
 // Runs the graph behind `root_edges`. With `captures`, returns the gradients arriving at
 // those slots instead of accumulating into leaves (AccumulateGrad nodes are not run).
 std::vector<Tensor> run(const std::vector<Edge>& root_edges, const std::vector<Tensor>& root_grads, bool retain_graph,
-                        const std::vector<Capture>* captures) {
-  NoGradGuard no_grad;  // gradients themselves are not recorded
+                        const std::vector<Capture>* captures, bool create_graph) {
+  GradModeGuard grad_mode(create_graph);  // gradients are recorded only for create_graph
   CallbackQueueScope callbacks;
   std::unordered_map<Node*, int> deps;
   std::vector<Node*> stack;
@@ -125,7 +126,7 @@ std::vector<Tensor> run(const std::vector<Edge>& root_edges, const std::vector<T
 
 // Root gradients: the given ones, or ones for one-element roots.
 std::vector<Edge> root_edges_of(const char* op, const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                                std::vector<Tensor>& root_grads) {
+                                std::vector<Tensor>& root_grads, bool create_graph) {
   FLB_CHECK(grads.empty() || grads.size() == roots.size(), ValueError, "[", op, "] got ", grads.size(),
             " gradients for ", roots.size(), " tensors");
   std::vector<Edge> edges;
@@ -142,7 +143,7 @@ std::vector<Edge> root_edges_of(const char* op, const std::vector<Tensor>& roots
     FLB_CHECK(g.sizes() == r.sizes(), ValueError, "[", op, "] gradient of shape ", shape_str(g.sizes()),
               " does not match the tensor's shape ", shape_str(r.sizes()));
     edges.push_back(e);
-    root_grads.push_back(g.detach());
+    root_grads.push_back(create_graph ? g : g.detach());
   }
   return edges;
 }
@@ -160,24 +161,25 @@ void queue_callback(std::function<void()> callback) {
 }
 
 FLB_OP(backward,
-       (const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph),
-       (roots, grads, retain_graph), void) {
+       (const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph, bool create_graph),
+       (roots, grads, retain_graph, create_graph), void) {
   std::vector<Tensor> root_grads;
-  const std::vector<Edge> edges = root_edges_of("backward", roots, grads, root_grads);
-  run(edges, root_grads, retain_graph, nullptr);
+  const std::vector<Edge> edges = root_edges_of("backward", roots, grads, root_grads, create_graph);
+  run(edges, root_grads, retain_graph, nullptr, create_graph);
 }
 
 FLB_OP(grad,
        (const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-        const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused),
-       (outputs, inputs, grad_outputs, retain_graph, allow_unused), std::vector<Tensor>) {
-  return grad_as_ops(outputs, inputs, grad_outputs, retain_graph, allow_unused);
+        const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused, bool create_graph),
+       (outputs, inputs, grad_outputs, retain_graph, allow_unused, create_graph), std::vector<Tensor>) {
+  return grad_as_ops(outputs, inputs, grad_outputs, retain_graph, allow_unused, create_graph);
 }
 
 std::vector<Tensor> grad_as_ops(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused) {
+                                const std::vector<Tensor>& grad_outputs, bool retain_graph, bool allow_unused,
+                                bool create_graph) {
   std::vector<Tensor> root_grads;
-  const std::vector<Edge> edges = root_edges_of("grad", outputs, grad_outputs, root_grads);
+  const std::vector<Edge> edges = root_edges_of("grad", outputs, grad_outputs, root_grads, create_graph);
   std::vector<Capture> captures;
   std::vector<std::shared_ptr<Node>> keep;  // accumulators made for the capture stay alive
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -186,7 +188,7 @@ std::vector<Tensor> grad_as_ops(const std::vector<Tensor>& outputs, const std::v
     keep.push_back(e.fn);
     captures.push_back({e.fn.get(), e.input_nr});
   }
-  std::vector<Tensor> out = run(edges, root_grads, retain_graph, &captures);
+  std::vector<Tensor> out = run(edges, root_grads, retain_graph, &captures, create_graph);
   for (size_t i = 0; i < out.size(); ++i) {
     FLB_CHECK(out[i].defined() || allow_unused, ValueError, "[grad] input ", i,
               " was not used in the graph of the outputs (pass allow_unused=true)");

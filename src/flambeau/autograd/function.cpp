@@ -8,7 +8,12 @@ namespace flambeau::autograd {
 FunctionNode::FunctionNode(const char* name, BackwardFn fn, std::vector<Tensor> saved,
                            const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs)
     : name_(name), fn_(std::move(fn)) {
-  for (const Tensor& t : saved) saved_.emplace_back(t);
+  for (const Tensor& t : saved) {
+    int32_t output_nr = -1;  // Note [Saved tensors and double backward]
+    for (size_t i = 0; i < outputs.size() && t.defined(); ++i)
+      if (outputs[i]->impl() == t.impl()) output_nr = int32_t(i);
+    saved_.emplace_back(t, output_nr);
+  }
   for (const Tensor* in : inputs) {
     input_shapes_.push_back(in && in->defined() ? in->sizes() : Dims{});
     input_dtypes_.push_back(in && in->defined() ? in->dtype() : kFloat32);

@@ -89,18 +89,45 @@ struct AutogradMeta {
 // The AutogradMeta of t, created on demand.
 AutogradMeta& meta_of(const Tensor& t);
 
+// RAII: sets grad mode to `enabled` while alive (the engine's create_graph).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : prev_(grad_mode_enabled()) { set_grad_mode(enabled); }
+  ~GradModeGuard() { set_grad_mode(prev_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
 // A tensor kept for backward: its data (no history, so no reference cycle) and version.
+// Note [Saved tensors and double backward]: a saved input that requires grad also keeps
+// where its gradient goes (a leaf: the leaf itself; else its grad_fn and slot when saved,
+// nodes older than the owner, so no cycle), and a saved output (output_nr >= 0) remembers
+// which one it was. unpack() with grad mode on (a backward with create_graph) gives the
+// input with that history and the output as output `output_nr` of its owner, so formulas
+// written with ops record the graph of the gradient; with grad mode off it gives the plain
+// data, as before.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t) : data_(t.defined() ? t.detach() : Tensor()), version_(t.defined() ? t.version() : 0) {}
+  explicit SavedTensor(const Tensor& t, int32_t output_nr = -1);
   // The tensor; raises if it was modified in place since it was saved, or released.
   Tensor unpack(const Node& owner) const;
-  void reset() { data_ = Tensor(); }
+  void reset() {
+    data_ = Tensor();
+    leaf_ = Tensor();
+    grad_fn_.reset();
+  }
 
  private:
   Tensor data_;
+  Tensor leaf_;                      // a saved leaf that requires grad
+  std::shared_ptr<Node> grad_fn_;    // a saved non-leaf's history
+  uint32_t grad_fn_slot_ = 0;
   uint32_t version_ = 0;
+  int32_t output_nr_ = -1;
 };
 
 // The node of a leaf: adds incoming gradients into leaf.grad() (running its hooks).

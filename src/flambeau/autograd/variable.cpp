@@ -22,6 +22,18 @@ AutogradMeta& meta_of(const Tensor& t) {
   return *m;
 }
 
+SavedTensor::SavedTensor(const Tensor& t, int32_t output_nr)
+    : data_(t.defined() ? t.detach() : Tensor()), version_(t.defined() ? t.version() : 0), output_nr_(output_nr) {
+  if (output_nr >= 0 || !requires_grad(t)) return;
+  if (t.is_leaf()) {
+    leaf_ = t;
+  } else {
+    const Edge e = gradient_edge(t);
+    grad_fn_ = e.fn;
+    grad_fn_slot_ = e.input_nr;
+  }
+}
+
 Tensor SavedTensor::unpack(const Node& owner) const {
   FLB_CHECK(!owner.released, Error, "[backward] trying to backward through the graph of ", owner.name(),
             " a second time (its saved tensors were freed); pass retain_graph=true to the first backward");
@@ -33,7 +45,21 @@ Tensor SavedTensor::unpack(const Node& owner) const {
     FLB_CHECK(data_.version() == version_, Error, "[backward] a tensor saved by ", owner.name(),
               " for the gradient was modified by an in-place operation (version ", data_.version(), ", expected ",
               version_, "); clone it before modifying it");
-  return data_;
+  if (!grad_mode_enabled() || !data_.defined()) return data_;
+  if (leaf_.defined()) return leaf_;  // Note [Saved tensors and double backward]
+  std::shared_ptr<Node> fn = grad_fn_;
+  uint32_t slot = grad_fn_slot_;
+  if (output_nr_ >= 0 && data_.is_floating_point()) {
+    fn = std::const_pointer_cast<Node>(owner.shared_from_this());
+    slot = uint32_t(output_nr_);
+  }
+  if (!fn) return data_;
+  Tensor out = data_.detach();
+  AutogradMeta& m = meta_of(out);
+  m.requires_grad = true;
+  m.grad_fn = std::move(fn);
+  m.output_nr = slot;
+  return out;
 }
 
 // Whether `g`, the first gradient of `leaf`, can become leaf.grad without a copy: nothing
@@ -60,6 +86,12 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   for (const TensorHook& hook : m.hooks) {
     Tensor r = hook(g);
     if (r.defined()) g = checked_hook_result(r, g);
+  }
+  if (grad_mode_enabled() && g.requires_grad()) {  // create_graph: .grad keeps its history, as torch's
+    const Tensor gd = g.to(leaf_.dtype());
+    m.grad = m.grad.defined() ? add(m.grad, gd) : gd;
+    for (auto& hook : m.post_accumulate_hooks) hook(leaf_);
+    return {};
   }
   NoGradGuard no_grad;
   if (!m.grad.defined()) m.grad = can_adopt(g, leaf_) ? std::move(g) : g.to(leaf_.dtype()).clone();  // owned
@@ -129,8 +161,8 @@ Tensor Tensor::detach() const {
   return out;
 }
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward({*this}, {gradient}, retain_graph);
+void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
+  autograd::backward({*this}, {gradient}, retain_graph, create_graph);
 }
 
 namespace autograd {

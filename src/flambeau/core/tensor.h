@@ -150,8 +150,9 @@ class Tensor {
   // The node that computes this tensor's gradient inputs (null for leaves).
   std::shared_ptr<autograd::Node> grad_fn() const;
   bool is_leaf() const;
-  // Backpropagates from this tensor (gradient defaults to 1 for one-element tensors).
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // Backpropagates from this tensor (gradient defaults to 1 for one-element tensors);
+  // create_graph: the gradients get a graph of their own (double backward).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false, bool create_graph = false) const;
   // The same data with no autograd history.
   Tensor detach() const;
   // Keeps .grad() for this non-leaf after backward.

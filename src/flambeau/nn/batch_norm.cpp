@@ -36,15 +36,29 @@ void for_channel(const Planes& p, int64_t c, const F& f) {
   }
 }
 
+// The sum of f(i) over channel c's values: in 8 interleaved partial sums, added in a fixed
+// order at the end (8 independent chains instead of one, which bound the loop by the add's
+// latency; the order depends on the shape alone).
+template <class F>
+double channel_sum(const Planes& p, int64_t c, const F& f) {
+  double lanes[8] = {};
+  for (int64_t n = 0; n < p.n; ++n) {
+    const int64_t base = (n * p.c + c) * p.inner;
+    int64_t i = 0;
+    for (; i + 8 <= p.inner; i += 8)
+      for (int j = 0; j < 8; ++j) lanes[j] += f(base + i + j);
+    for (; i < p.inner; ++i) lanes[i % 8] += f(base + i);
+  }
+  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
+
 // mean and biased variance of each channel (two passes over it).
 template <class T>
 void channel_stats(const T* x, const Planes& p, std::vector<double>& mean, std::vector<double>& var) {
   parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      double s = 0, q = 0;
-      for_channel(p, c, [&](int64_t i) { s += double(x[i]); });
-      const double m = s / double(p.count());
-      for_channel(p, c, [&](int64_t i) { q += (double(x[i]) - m) * (double(x[i]) - m); });
+      const double m = channel_sum(p, c, [&](int64_t i) { return double(x[i]); }) / double(p.count());
+      const double q = channel_sum(p, c, [&](int64_t i) { return (double(x[i]) - m) * (double(x[i]) - m); });
       mean[size_t(c)] = m;
       var[size_t(c)] = q / double(p.count());
     }
@@ -56,6 +70,37 @@ Tensor vector_tensor(const std::vector<double>& v, DType dt) { return from_vecto
 std::vector<double> doubles(const Tensor& t) {
   const Tensor d = t.to(kFloat64).contiguous();
   return std::vector<double>(d.data<double>(), d.data<double>() + d.numel());
+}
+
+// The gradients of batch_norm written with ops, as Note [Norm double backward]: in training
+// the statistics are recomputed from x, in evaluation the saved ones are constants.
+std::vector<Tensor> batch_norm_backward_graph(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& mean_t,
+                                              const Tensor& rstd_t, bool training, double eps, const bool need[3]) {
+  const DType ct = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  Dims dims = {0}, cshape(size_t(x.dim()), 1);
+  for (int64_t i = 2; i < x.dim(); ++i) dims.push_back(i);
+  cshape[1] = x.size(1);
+  const Tensor xc = x.to(ct), g = gy.to(ct);
+  Tensor centred, rstd;
+  if (training) {
+    centred = sub(xc, mean(xc, dims, true));
+    rstd = rsqrt(add(mean(mul(centred, centred), dims, true), eps));
+  } else {
+    centred = sub(xc, mean_t.to(ct).reshape(cshape));
+    rstd = rstd_t.to(ct).reshape(cshape);
+  }
+  const Tensor xhat = mul(centred, rstd);
+  std::vector<Tensor> out(3);
+  if (need[0]) {
+    const Tensor gxhat = w.defined() ? mul(g, w.to(ct).reshape(cshape)) : g;
+    Tensor inner = gxhat;
+    if (training)
+      inner = sub(sub(gxhat, mean(gxhat, dims, true)), mul(xhat, mean(mul(gxhat, xhat), dims, true)));
+    out[0] = mul(inner, rstd);
+  }
+  if (need[1]) out[1] = sum(mul(g, xhat), dims);
+  if (need[2]) out[2] = sum(g, dims);
+  return out;
 }
 
 }  // namespace
@@ -78,12 +123,9 @@ std::vector<Tensor> batch_norm_backward(const Tensor& grad_out, const Tensor& x,
     parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const size_t k = size_t(c);
-        double sum_dy = 0, sum_dy_xhat = 0;
-        for_channel(p, c, [&](int64_t i) {
-          sum_dy += double(gp[i]);
-          sum_dy_xhat += double(gp[i]) * (double(xp[i]) - m[k]);
-        });
-        sum_dy_xhat *= r[k];
+        const double sum_dy = channel_sum(p, c, [&](int64_t i) { return double(gp[i]); });
+        const double sum_dy_xhat =
+            channel_sum(p, c, [&](int64_t i) { return double(gp[i]) * (double(xp[i]) - m[k]); }) * r[k];
         dw[k] = sum_dy_xhat, db[k] = sum_dy;
         const double scale = w[k] * r[k], cnt = double(p.count());
         const double a = training ? sum_dy / cnt : 0, b = training ? sum_dy_xhat / cnt : 0;
@@ -166,10 +208,17 @@ FLB_OP(batch_norm,
     out = y.to(x.dtype());
   }
   const Tensor mean_t = from_vector(mean), rstd_t = from_vector(rstd);
-  const bool need_w = weight && autograd::requires_grad(*weight), need_b = bias && autograd::requires_grad(*bias);
+  const bool need_x = autograd::requires_grad(x), need_w = weight && autograd::requires_grad(*weight),
+             need_b = bias && autograd::requires_grad(*bias);
   autograd::record("NativeBatchNormBackward0", {&out}, {&x, weight ? &*weight : nullptr, bias ? &*bias : nullptr},
                    {x, weight.value_or(Tensor()), mean_t, rstd_t},
-                   [training, need_w, need_b](const std::vector<Tensor>& grads, const std::vector<Tensor>& saved) {
+                   [training, eps, need_x, need_w, need_b](const std::vector<Tensor>& grads,
+                                                          const std::vector<Tensor>& saved) {
+                     if (autograd::needs_grad(grads[0], saved[0], saved[1])) {  // Note [Norm double backward]
+                       const bool need[3] = {need_x, need_w, need_b};
+                       return batch_norm_backward_graph(grads[0], saved[0], saved[1], saved[2], saved[3], training,
+                                                        eps, need);
+                     }
                      const std::optional<Tensor> w = saved[1].defined() ? std::optional(saved[1]) : std::nullopt;
                      std::vector<Tensor> g = batch_norm_backward(grads[0], saved[0], w, saved[2], saved[3], training);
                      if (!need_w) g[1] = Tensor();

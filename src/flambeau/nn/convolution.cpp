@@ -146,6 +146,68 @@ Tensor weight_grad(const ConvGeometry& g, const Tensor& x_space, const Tensor& y
   return gw;
 }
 
+// Note [Convolution double backward]: with grad mode on in backward (create_graph) and a
+// tensor of the formula requiring grad, the gradients are computed with the differentiable
+// convolution op itself, so they record a graph: for y = conv(x, w), gx = conv_transpose(gy,
+// w) with the output_padding that gives back x's size, and gw a convolution of x with gy
+// whose roles swap (channels for batch, stride for dilation), narrowed to the kernel. A
+// transposed convolution swaps the two spaces. Otherwise the kernels run as before.
+
+// t with spatial dims (from 2) cut to the sizes of `like` (which are not larger).
+Tensor narrow_spatial(Tensor t, const Dims& like) {
+  for (size_t i = 2; i < like.size(); ++i)
+    if (t.size(int64_t(i)) != like[i]) t = t.narrow(int64_t(i), 0, like[i]);
+  return t;
+}
+
+// gw of the convolution (stride, padding, dilation, groups of a) taking x_space to y_space,
+// with the graph recorded: gw[g*Co+o, i, k] = sum over n, j of y[n, g*Co+o, j] * x[n, g*Ci+i, j*s + k*d - p].
+Tensor weight_grad_graph(const Tensor& x_space, const Tensor& y_space, const ConvArgs& a, const Dims& w_shape) {
+  const int64_t groups = a.groups, batch = x_space.size(0), ci = x_space.size(1) / groups,
+                co = y_space.size(1) / groups, sp = x_space.dim() - 2;
+  Dims x5 = {batch, groups, ci}, y5 = {batch, groups, co}, px = {2, 1, 0}, py = {1, 2, 0};
+  for (int64_t i = 0; i < sp; ++i) {
+    x5.push_back(x_space.size(2 + i)), y5.push_back(y_space.size(2 + i));
+    px.push_back(3 + i), py.push_back(3 + i);
+  }
+  Dims xt_shape = {ci, groups * batch}, yt_shape = {groups * co, batch};
+  for (int64_t i = 0; i < sp; ++i) xt_shape.push_back(x_space.size(2 + i)), yt_shape.push_back(y_space.size(2 + i));
+  const Tensor xt = x_space.reshape(x5).permute(px).reshape(xt_shape);
+  const Tensor yt = y_space.reshape(y5).permute(py).reshape(yt_shape);
+  const Tensor r = convolution(xt, yt, std::nullopt, a.dilation, a.padding, a.stride, false, Dims(size_t(sp), 0), groups);
+  Dims want(r.sizes());
+  for (int64_t i = 0; i < sp; ++i) want[size_t(2 + i)] = w_shape[size_t(2 + i)];
+  return narrow_spatial(r, want).transpose(0, 1);
+}
+
+// The gradients of Note [Convolution double backward] (need: x, w, b).
+std::vector<Tensor> conv_backward_graph(const Tensor& gy, const Tensor& x, const Tensor& w, const ConvArgs& a,
+                                        int64_t n, const bool need[3]) {
+  std::vector<Tensor> out(3);
+  if (need[0]) {
+    if (a.transposed) {
+      out[0] = narrow_spatial(convolution(gy, w, std::nullopt, a.stride, a.padding, a.dilation, false,
+                                          Dims(size_t(n), 0), a.groups),
+                              x.sizes());
+    } else {
+      Dims op(static_cast<size_t>(n), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t s = size_t(i);
+        op[s] = x.size(2 + i) - ((gy.size(2 + i) - 1) * a.stride[s] - 2 * a.padding[s] +
+                                 a.dilation[s] * (w.size(2 + i) - 1) + 1);
+      }
+      out[0] = convolution(gy, w, std::nullopt, a.stride, a.padding, a.dilation, true, op, a.groups);
+    }
+  }
+  if (need[1]) out[1] = a.transposed ? weight_grad_graph(gy, x, a, w.sizes()) : weight_grad_graph(x, gy, a, w.sizes());
+  if (need[2]) {
+    Dims dims = {0};
+    for (int64_t i = 0; i < n; ++i) dims.push_back(2 + i);
+    out[2] = sum(gy, dims);
+  }
+  return out;
+}
+
 Tensor conv_impl(const char* op, int64_t n, const Tensor& input, const Tensor& w, const std::optional<Tensor>& bias,
                  ConvArgs a) {
   FLB_CHECK(input.dim() == n + 1 || input.dim() == n + 2, ValueError, "[", op, "] expected ", n + 1,
@@ -175,6 +237,10 @@ Tensor conv_impl(const char* op, int64_t n, const Tensor& input, const Tensor& w
                    [g, n, ct, a, need_x, need_w, need_b](const std::vector<Tensor>& grads,
                                                         const std::vector<Tensor>& saved) {
                      const Tensor &gy = grads[0], &xs = saved[0], &ws = saved[1];
+                     if (autograd::needs_grad(gy, xs, ws)) {  // Note [Convolution double backward]
+                       const bool need[3] = {need_x, need_w, need_b};
+                       return conv_backward_graph(gy, xs, ws, a, n, need);
+                     }
                      std::vector<Tensor> out(3);
                      // Transposed: x is the y-space of g and the gradient is y-space from x-space.
                      if (need_x) out[0] = run_product(g, a.transposed, gy, ws, xs.sizes(), ct);

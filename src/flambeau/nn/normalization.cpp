@@ -104,6 +104,32 @@ void visit_compute(DType ct, F&& f) {
 
 DType compute_dtype(const Tensor& x) { return x.dtype() == kFloat64 ? kFloat64 : kFloat32; }
 
+// Note [Norm double backward]: with grad mode on in backward (create_graph) and a tensor of
+// the formula requiring grad, the gradients are written with ops from x itself (its row
+// statistics recomputed), so they record a graph; otherwise the fused kernels run.
+// dw comes in x's shape: the node sums it to the weight's.
+std::vector<Tensor> norm_backward_graph(const Tensor& gy, const Tensor& x, const Tensor& w, const Dims& normalized_shape,
+                                        double eps, bool rms, const bool need[3]) {
+  const int64_t k = int64_t(normalized_shape.size());
+  Dims dims;
+  for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);
+  const DType ct = compute_dtype(x);
+  const Tensor xc = x.to(ct), g = gy.to(ct);
+  const Tensor centred = rms ? xc : sub(xc, mean(xc, dims, true));
+  const Tensor rstd = rsqrt(add(mean(mul(centred, centred), dims, true), eps));
+  const Tensor xhat = mul(centred, rstd);
+  std::vector<Tensor> out(3);
+  if (need[0]) {
+    const Tensor gxhat = w.defined() ? mul(g, w.to(ct)) : g;
+    Tensor inner = sub(gxhat, mul(xhat, mean(mul(gxhat, xhat), dims, true)));
+    if (!rms) inner = sub(inner, mean(gxhat, dims, true));
+    out[0] = mul(inner, rstd);
+  }
+  if (need[1]) out[1] = mul(g, xhat);
+  if (need[2]) out[2] = g;
+  return out;
+}
+
 }  // namespace
 
 // The fused kernels as two ops (torch's native_layer_norm and its backward): the forward
@@ -137,8 +163,12 @@ FLB_OP(fused_norm,
   const Tensor* b_in = bias ? &*bias : nullptr;
   autograd::record(rms ? "FusedRmsNormBackward0" : "NativeLayerNormBackward0", {&out}, {&x, w_in, b_in},
                    {x, weight.value_or(Tensor()), mean, rstd},
-                   [normalized_shape, rms, need_x, need_w, need_b](const std::vector<Tensor>& grads,
-                                                                   const std::vector<Tensor>& saved) {
+                   [normalized_shape, rms, eps, need_x, need_w, need_b](const std::vector<Tensor>& grads,
+                                                                        const std::vector<Tensor>& saved) {
+                     if (autograd::needs_grad(grads[0], saved[0], saved[1])) {  // Note [Norm double backward]
+                       const bool need[3] = {need_x, need_w, need_b};
+                       return norm_backward_graph(grads[0], saved[0], saved[1], normalized_shape, eps, rms, need);
+                     }
                      const std::optional<Tensor> w = saved[1].defined() ? std::optional(saved[1]) : std::nullopt;
                      std::vector<Tensor> got = fused_norm_backward(grads[0], saved[0], normalized_shape, w, saved[2],
                                                                    saved[3], rms, need_x, need_w, need_b);

@@ -166,9 +166,23 @@ Pool as_2d(Pool p) {
   return p;
 }
 
+// Note [Max pooling double backward]: gx is gy added at the indices, linear in gy. In a
+// backward with create_graph (grad mode on) where gy or x requires grad, gx is recorded as
+// the op `node2` (torch's MaxPool*WithIndicesBackwardBackward0) of (gy, x): its gradients are
+// the gather of ggx at the indices for gy and zeros for x, as torch's. x is saved for that
+// edge only (torch saves it too).
+Tensor max_backward(const PoolGeometry& g, const Dims& shape, DType ct, const Tensor& gy_in, const Tensor& idx_in) {
+  autograd::NoGradGuard no_grad;
+  const Tensor gy = gy_in.to(ct).contiguous(), idx = idx_in.contiguous();
+  Tensor gx = empty(shape, ct);
+  visit_compute(ct, [&]<class T>() { kernels::max_pool_backward<T>(g, gy.data<T>(), idx.data<int64_t>(), gx.data<T>()); });
+  return gx;
+}
+
 // Values (and int64 indices) of a max kernel on x, with its backward recorded as `node`.
 template <class Kernel>
-std::pair<Tensor, Tensor> max_primitive(const char* node, const Tensor& x, const Pool& pool, Kernel kernel) {
+std::pair<Tensor, Tensor> max_primitive(const char* node, const char* node2, const Tensor& x, const Pool& pool,
+                                        Kernel kernel) {
   const DType ct = compute_dtype(x);
   Tensor values, indices = empty(pool.out_shape, kInt64);
   {
@@ -179,23 +193,31 @@ std::pair<Tensor, Tensor> max_primitive(const char* node, const Tensor& x, const
                 [&]<class T>() { kernel(pool.g, xc.data<T>(), y.data<T>(), indices.data<int64_t>()); });
     values = y.to(x.dtype());
   }
-  autograd::record(node, {&values}, {&x}, {indices},
-                   [g = pool.g, shape = Dims(x.sizes()), ct](const std::vector<Tensor>& grads,
-                                                            const std::vector<Tensor>& saved) {
-                     const Tensor gy = grads[0].to(ct).contiguous(), idx = saved[0].contiguous();
-                     Tensor gx = empty(shape, ct);
-                     visit_compute(ct, [&]<class T>() {
-                       kernels::max_pool_backward<T>(g, gy.data<T>(), idx.data<int64_t>(), gx.data<T>());
-                     });
+  autograd::record(node, {&values}, {&x}, {indices, x},
+                   [g = pool.g, shape = Dims(x.sizes()), ct, node2](const std::vector<Tensor>& grads,
+                                                                   const std::vector<Tensor>& saved) {
+                     const Tensor &gy = grads[0], &idx = saved[0], &xs = saved[1];
+                     Tensor gx = max_backward(g, shape, ct, gy, idx);
+                     // Note [Max pooling double backward]
+                     autograd::record(node2, {&gx}, {&gy, &xs}, {idx},
+                                      [g, out_shape = Dims(gy.sizes())](const std::vector<Tensor>& gg,
+                                                                        const std::vector<Tensor>& sv) {
+                                        const Tensor ggx = gg[0].reshape({g.planes, g.in_volume()});
+                                        const Tensor i2 = sv[0].reshape({g.planes, g.out_volume()});
+                                        return std::vector<Tensor>{gather(ggx, 1, i2).reshape(out_shape),
+                                                                   zeros_like(gg[0])};
+                                      });
                      return std::vector<Tensor>{gx};
                    });
   return {values, indices};
 }
 
 // An average kernel on x: forward(g, x, y) for the types of `types`, backward(g, gy, gx), recorded as `node`.
+// gx is linear in gy: in a backward with create_graph it is recorded as the op `node2` (torch's
+// AvgPool*BackwardBackward0) of gy, whose gradient is this pooling of ggx.
 template <class Forward, class Backward, class... Ts>
-Tensor avg_primitive(const char* node, const Tensor& x, const Pool& pool, Forward forward, Backward backward,
-                     Types<Ts...> types) {
+Tensor avg_primitive(const char* node, const char* node2, const Tensor& x, const Pool& pool, Forward forward,
+                     Backward backward, Types<Ts...> types) {
   const DType ct = compute_dtype(x);
   Tensor out;
   {
@@ -206,11 +228,21 @@ Tensor avg_primitive(const char* node, const Tensor& x, const Pool& pool, Forwar
     out = y.to(x.dtype());
   }
   autograd::record(node, {&out}, {&x}, {},
-                   [g = pool.g, shape = Dims(x.sizes()), ct, backward](const std::vector<Tensor>& grads,
-                                                                      const std::vector<Tensor>&) {
-                     const Tensor gy = grads[0].to(ct).contiguous();
-                     Tensor gx = empty(shape, ct);
-                     visit_compute(ct, [&]<class T>() { backward(g, gy.data<T>(), gx.data<T>()); });
+                   [node, node2, pool, shape = Dims(x.sizes()), ct, forward, backward](
+                       const std::vector<Tensor>& grads, const std::vector<Tensor>&) {
+                     Tensor gx;
+                     {
+                       autograd::NoGradGuard no_grad;
+                       const Tensor gy = grads[0].to(ct).contiguous();
+                       gx = empty(shape, ct);
+                       visit_compute(ct, [&]<class T>() { backward(pool.g, gy.data<T>(), gx.data<T>()); });
+                     }
+                     autograd::record(node2, {&gx}, {&grads[0]}, {},
+                                      [node, node2, pool, forward, backward](const std::vector<Tensor>& gg,
+                                                                             const std::vector<Tensor>&) {
+                                        return std::vector<Tensor>{
+                                            avg_primitive(node, node2, gg[0], pool, forward, backward, Floats{})};
+                                      });
                      return std::vector<Tensor>{gx};
                    });
   return out;
@@ -236,20 +268,24 @@ std::pair<Tensor, Tensor> max_pool(const char* op, int64_t n, const Tensor& x, c
   const Ints ints = n > 1 || with_indices ? Ints::All : Ints::None;
   const Pool pool = window_pool(op, n, x, kernel_size, stride, padding, dilation, ceil_mode, ints);
   if (n == 1) {
-    auto [v, i] = max_primitive("MaxPool2DWithIndicesBackward0", x.unsqueeze(-2), as_2d(pool), MaxForward{});
+    auto [v, i] = max_primitive("MaxPool2DWithIndicesBackward0", "MaxPool2DWithIndicesBackwardBackward0",
+                                x.unsqueeze(-2), as_2d(pool), MaxForward{});
     return {v.squeeze(-2), i.squeeze(-2)};
   }
-  return max_primitive(n == 2 ? "MaxPool2DWithIndicesBackward0" : "MaxPool3DWithIndicesBackward0", x, pool,
-                       MaxForward{});
+  return max_primitive(n == 2 ? "MaxPool2DWithIndicesBackward0" : "MaxPool3DWithIndicesBackward0",
+                       n == 2 ? "MaxPool2DWithIndicesBackwardBackward0" : "MaxPool3DWithIndicesBackwardBackward0", x,
+                       pool, MaxForward{});
 }
 
 std::pair<Tensor, Tensor> adaptive_max(const char* op, int64_t n, const Tensor& x, const Dims& output_size) {
   const Pool pool = adaptive_pool(op, n, x, output_size);
   if (n == 1) {
-    auto [v, i] = max_primitive("AdaptiveMaxPool2DBackward0", x.unsqueeze(-2), as_2d(pool), AdaptiveMaxForward{});
+    auto [v, i] = max_primitive("AdaptiveMaxPool2DBackward0", "AdaptiveMaxPool2DBackwardBackward0", x.unsqueeze(-2),
+                                as_2d(pool), AdaptiveMaxForward{});
     return {v.squeeze(-2), i.squeeze(-2)};
   }
-  return max_primitive(n == 2 ? "AdaptiveMaxPool2DBackward0" : "AdaptiveMaxPool3DBackward0", x, pool,
+  return max_primitive(n == 2 ? "AdaptiveMaxPool2DBackward0" : "AdaptiveMaxPool3DBackward0",
+                       n == 2 ? "AdaptiveMaxPool2DBackwardBackward0" : "AdaptiveMaxPool3DBackwardBackward0", x, pool,
                        AdaptiveMaxForward{});
 }
 
@@ -266,9 +302,12 @@ Tensor avg_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_s
     kernels::avg_pool_backward<T>(g, count_include_pad, div, gy, gx);
   };
   if (n == 1)
-    return avg_primitive("AvgPool2DBackward0", x.unsqueeze(-2), as_2d(pool), forward, backward, AvgTypes{})
+    return avg_primitive("AvgPool2DBackward0", "AvgPool2DBackwardBackward0", x.unsqueeze(-2), as_2d(pool), forward,
+                         backward, AvgTypes{})
         .squeeze(-2);
-  return avg_primitive(n == 2 ? "AvgPool2DBackward0" : "AvgPool3DBackward0", x, pool, forward, backward, AvgTypes{});
+  return avg_primitive(n == 2 ? "AvgPool2DBackward0" : "AvgPool3DBackward0",
+                       n == 2 ? "AvgPool2DBackwardBackward0" : "AvgPool3DBackwardBackward0", x, pool, forward, backward,
+                       AvgTypes{});
 }
 
 Tensor adaptive_avg(const char* op, int64_t n, const Tensor& x, const Dims& output_size) {
@@ -281,11 +320,14 @@ Tensor adaptive_avg(const char* op, int64_t n, const Tensor& x, const Dims& outp
   if (n == 1) {
     const Tensor x2 = x.unsqueeze(-2);
     if (ones) return mean(x2, {-1, -2}, true).squeeze(-2);
-    return avg_primitive("AdaptiveAvgPool2DBackward0", x2, as_2d(pool), forward, backward, Floats{}).squeeze(-2);
+    return avg_primitive("AdaptiveAvgPool2DBackward0", "AdaptiveAvgPool2DBackwardBackward0", x2, as_2d(pool), forward,
+                         backward, Floats{})
+        .squeeze(-2);
   }
   if (ones) return mean(x, n == 2 ? Dims{-1, -2} : Dims{-1, -2, -3}, true);
-  return avg_primitive(n == 2 ? "AdaptiveAvgPool2DBackward0" : "AdaptiveAvgPool3DBackward0", x, pool, forward,
-                       backward, Floats{});
+  return avg_primitive(n == 2 ? "AdaptiveAvgPool2DBackward0" : "AdaptiveAvgPool3DBackward0",
+                       n == 2 ? "AdaptiveAvgPool2DBackwardBackward0" : "AdaptiveAvgPool3DBackwardBackward0", x, pool,
+                       forward, backward, Floats{});
 }
 
 // Note [lp_pool]: composite, as torch's F.lp_pool*d: s = avg_pool(x^p) (no padding) times the

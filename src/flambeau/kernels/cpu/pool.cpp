@@ -5,6 +5,8 @@
 #include "flambeau/kernels/cpu/pool.h"
 
 #include <algorithm>
+#include <array>
+#include <vector>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -76,25 +78,33 @@ void window_max(const PoolGeometry& g, const T* x, Range d, Range h, Range w, T*
       for (int64_t k = w.first; k < w.end; k += w.step) {
         const int64_t at = (i * H + j) * W + k;
         const T v = x[at];
-        bool nan = false;
-        if constexpr (floating) nan = std::isnan(v);
-        if (v > m || nan) m = v, best = at;
+        // Selects, not branches: which position wins is data-dependent (random on random data).
+        bool take = v > m;
+        if constexpr (floating) take = take || v != v;  // NaN wins
+        m = take ? v : m;
+        best = take ? at : best;
       }
   *y = m;
   *idx = best;
 }
 
-// The maximum of each window (max_window or adaptive_bin) and its index.
+// The maximum of each window (max_window or adaptive_bin) and its index. The windows along
+// each dim are the same for every plane: they are worked out once.
 template <class T, class Window>
 void max_forward(const PoolGeometry& g, Window window, const T* x, T* y, int64_t* idx) {
   const int64_t iv = g.in_volume(), ov = g.out_volume();
+  std::array<std::vector<Range>, 3> ranges;
+  for (int dim = 0; dim < 3; ++dim)
+    for (int64_t o = 0; o < g.out[dim]; ++o) ranges[size_t(dim)].push_back(window(g, dim, o));
   for_planes(g, [&](int64_t p) {
     const T* xp = x + p * iv;
     int64_t o = p * ov;
-    each_output(g, window, [&](Range d, Range h, Range w) {
-      window_max(g, xp, d, h, w, y + o, idx + o);
-      ++o;
-    });
+    for (const Range& d : ranges[0])
+      for (const Range& h : ranges[1])
+        for (const Range& w : ranges[2]) {
+          window_max(g, xp, d, h, w, y + o, idx + o);
+          ++o;
+        }
   });
 }
 
