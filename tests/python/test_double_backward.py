@@ -221,3 +221,26 @@ def test_backward_create_graph_gives_grad_a_graph():
         res[lib] = (x.grad.detach().numpy(), w.grad.detach().numpy())
     for g, w in zip(res[fl], res[torch]):
         _close(g, w)
+
+
+@pytest.mark.parametrize("op", ["cross_entropy", "interpolate", "embedding"])
+def test_kernel_backwards_refuse_to_be_differentiated_twice(op):
+    # Their backward runs a kernel: under create_graph the gradient carries a DelayedError
+    # node, so differentiating it raises instead of treating it as a constant.
+    x = fl.randn(4, 6, dtype=fl.float64).requires_grad_()
+    if op == "cross_entropy":
+        y = fl.nn.functional.cross_entropy(x, fl.tensor([0, 5, 2, 1]))
+    elif op == "interpolate":
+        y = (fl.nn.functional.interpolate(x.reshape(1, 1, 4, 6), scale_factor=2, mode="bilinear") ** 2).sum()
+    else:
+        y = (fl.nn.functional.embedding(fl.tensor([1, 3, 3]), x) ** 2).sum()
+    (g,) = fl.autograd.grad(y, [x], create_graph=True)
+    assert g.requires_grad  # through the DelayedError node (interpolate's: behind the reshape's view)
+    with pytest.raises(RuntimeError, match="is not differentiable .*create_graph=True cannot differentiate"):
+        (g ** 2).sum().backward()
+    # The same loss written with ops differentiates twice.
+    if op == "cross_entropy":
+        z = fl.nn.functional.nll_loss(fl.log_softmax(x, 1), fl.tensor([0, 5, 2, 1]))
+        (g2,) = fl.autograd.grad(z, [x], create_graph=True)
+        (g2 ** 2).sum().backward()
+        assert x.grad is not None

@@ -1,6 +1,9 @@
 // FunctionNode and record(): the generic backward node of differentiable ops.
 #include "flambeau/autograd/function.h"
 
+#include <set>
+#include <string_view>
+
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::autograd {
@@ -24,6 +27,38 @@ FunctionNode::FunctionNode(const char* name, BackwardFn fn, std::vector<Tensor> 
   }
 }
 
+namespace {
+
+// Note [Gradients without a graph]: under create_graph a backward whose formula runs a
+// kernel rather than ops returns a gradient with no history although what it came from has
+// one: differentiating through it would silently treat it as a constant. Such a gradient
+// gets this node instead, which raises if a later backward reaches it (torch's
+// DelayedError, as for @once_differentiable). The kernel backwards: the nodes named below,
+// and those marked once_differentiable (C ops' backward kernels).
+const std::set<std::string_view> kKernelBackwards{
+    "CrossEntropyLossBackward0", "LinearCrossEntropyBackward0", "ProdBackward0", "ProdBackward1",
+    "EmbeddingBackward0", "ScaledDotProductFlashAttentionForCpuBackward0", "FlexAttentionBackward0",
+    "RnnLayerBackward0", "UpsampleNearest1DBackward0", "UpsampleNearest2DBackward0", "UpsampleNearest3DBackward0",
+    "UpsampleNearestExact1DBackward0", "UpsampleNearestExact2DBackward0", "UpsampleNearestExact3DBackward0",
+    "UpsampleLinear1DBackward0", "UpsampleBilinear2DBackward0", "UpsampleBicubic2DBackward0",
+    "UpsampleTrilinear3DBackward0"};
+
+class DelayedError : public Node {
+ public:
+  explicit DelayedError(std::string op) : op_(std::move(op)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&&) override {
+    throw Error(detail::str_cat("[backward] the gradient that ", op_,
+                                " computed is not differentiable (its backward runs a kernel, not ops): "
+                                "create_graph=True cannot differentiate through it"));
+  }
+  std::string name() const override { return "DelayedError"; }
+
+ private:
+  std::string op_;
+};
+
+}  // namespace
+
 std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
   grads.resize(output_shapes_.size());
   for (size_t i = 0; i < grads.size(); ++i)
@@ -32,6 +67,10 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
   for (const SavedTensor& s : saved_) saved.push_back(s.unpack(*this));
   std::vector<Tensor> out = fn_(grads, saved);
   out.resize(next.size());
+  bool history = false;  // create_graph, and something the gradients come from has a graph
+  if (grad_mode_enabled() && (once_differentiable || kKernelBackwards.count(name_)))
+    for (const std::vector<Tensor>* v : {&grads, &saved})
+      for (const Tensor& t : *v) history = history || (t.defined() && requires_grad(t));
   for (size_t i = 0; i < out.size(); ++i) {
     if (!out[i].defined() || !next[i].fn) {
       out[i] = Tensor();
@@ -39,6 +78,11 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grads) {
     }
     if (out[i].sizes() != input_shapes_[i]) out[i] = sum_to(out[i], input_shapes_[i]);
     if (out[i].dtype() != input_dtypes_[i]) out[i] = out[i].to(input_dtypes_[i]);
+    if (history && !requires_grad(out[i]) && is_floating(out[i].dtype())) {  // Note [Gradients without a graph]
+      Tensor g = out[i].detach();
+      set_history({&g}, std::make_shared<DelayedError>(name_), {});
+      out[i] = g;
+    }
   }
   return out;
 }

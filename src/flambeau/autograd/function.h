@@ -21,6 +21,9 @@ class FunctionNode : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override;
   std::string name() const override { return name_; }
   void release_saved() override;
+  // The backward runs a kernel, not ops: under create_graph its gradients get a node that
+  // raises when differentiated (Note [Gradients without a graph] in function.cpp).
+  bool once_differentiable = false;
 
  private:
   const char* name_;

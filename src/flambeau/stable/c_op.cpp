@@ -178,6 +178,10 @@ void record_backward(const std::shared_ptr<const COp>& op, const std::vector<Val
         for (size_t i : input_arg) grad_inputs.push_back(per_arg[i]);
         return grad_inputs;
       });
+  // The backward kernel runs without autograd: under create_graph its gradients raise when
+  // differentiated again (Note [Gradients without a graph]).
+  if (auto* node = results.empty() ? nullptr : dynamic_cast<autograd::FunctionNode*>(results[0].grad_fn().get()))
+    node->once_differentiable = true;
 }
 
 std::vector<Value> run(const std::shared_ptr<const COp>& op, const std::vector<Value>& args) {
