@@ -61,6 +61,21 @@ dnnl::convolution_forward::primitive_desc forward_pd(const Problem& p, bool with
 #endif
 }
 
+// The backward primitive (convolution_backward_data or _weights) of p: both take the
+// descriptors of (diff_)src, (diff_)weights and diff_dst, and the forward's as a hint.
+template <class Prim>
+typename Prim::primitive_desc backward_pd(const Problem& p) {
+  const auto hint = forward_pd(p, false);
+#if DNNL_VERSION_MAJOR >= 3
+  return {engine(), dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights), p.any(p.dst),
+          p.strides, p.dilates, p.pad_l, p.pad_r, hint};
+#else
+  return {{dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights), p.any(p.dst), p.strides,
+           p.dilates, p.pad_l, p.pad_r},
+          engine(), hint};
+#endif
+}
+
 // Scratch memory of a oneDNN layout from flambeau's caching allocator.
 struct Buffer {
   std::shared_ptr<Storage> storage;
@@ -131,17 +146,7 @@ bool onednn_conv_backward_input(const ConvGeometry& g, const float* gy, const fl
   if (!usable(g)) return false;
   try {
     const Problem p(g);
-    const auto hint = forward_pd(p, false);
-#if DNNL_VERSION_MAJOR >= 3
-    const dnnl::convolution_backward_data::primitive_desc pd(engine(), dnnl::algorithm::convolution_direct,
-                                                             p.any(p.src), p.any(p.weights), p.any(p.dst), p.strides,
-                                                             p.dilates, p.pad_l, p.pad_r, hint);
-#else
-    const dnnl::convolution_backward_data::primitive_desc pd(
-        {dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights), p.any(p.dst), p.strides, p.dilates,
-         p.pad_l, p.pad_r},
-        engine(), hint);
-#endif
+    const auto pd = backward_pd<dnnl::convolution_backward_data>(p);
     if (!direct_kernel(pd)) return false;
     dnnl::stream s(engine());
     std::vector<Buffer> keep;
@@ -170,17 +175,7 @@ bool onednn_conv_backward_weight_1t(const ConvGeometry& g, const float* x, const
   } one_thread;
   try {
     const Problem p(g);
-    const auto hint = forward_pd(p, false);
-#if DNNL_VERSION_MAJOR >= 3
-    const dnnl::convolution_backward_weights::primitive_desc pd(
-        engine(), dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights), p.any(p.dst), p.strides,
-        p.dilates, p.pad_l, p.pad_r, hint);
-#else
-    const dnnl::convolution_backward_weights::primitive_desc pd(
-        {dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights), p.any(p.dst), p.strides, p.dilates,
-         p.pad_l, p.pad_r},
-        engine(), hint);
-#endif
+    const auto pd = backward_pd<dnnl::convolution_backward_weights>(p);
     if (!direct_kernel(pd)) return false;
     dnnl::stream s(engine());
     std::vector<Buffer> keep;
