@@ -1,7 +1,7 @@
 // Resampling (nn/resample.cpp over kernels/cpu/resample.cpp and conv.cpp's im2col) against
-// direct reference formulas in float64: bilinear with align_corners (known values), nearest
-// 2x, pixel_shuffle's index map, unfold / fold as adjoints; the same bits on 1 and 2
-// threads; bad input named and refused.
+// direct reference formulas in float64: bilinear with align_corners (known values), antialiased
+// bilinear halving (the triangle filter and its transpose), nearest 2x, pixel_shuffle's index
+// map, unfold / fold as adjoints; the same bits on 1 and 2 threads; bad input named and refused.
 #include <cmath>
 
 #include "flambeau/nn/functional.h"
@@ -23,6 +23,17 @@ TEST(Resample, BilinearAlignCornersIsTheLinearMap) {
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 7; ++j) want.push_back(i * 0.5 + 10.0 * j * 0.5);
   EXPECT_TRUE(all_close(values(y), want, 1e-14, 1e-14));
+}
+
+TEST(Resample, AntialiasBilinearHalvingIsTheTriangleFilter) {
+  // in = 2 out: support 2, taps (1, 3, 3, 1) / 8 inside, (3, 3, 1) / 7 and (1, 3, 3) / 7 at the borders.
+  Tensor x = from_vector<double>({0, 1, 2, 3, 4, 5, 6, 7}, Dims{1, 1, 1, 8});
+  x.requires_grad_(true);
+  const Tensor y = F::interpolate(x, Dims{1, 4}, {}, "bilinear", {}, {}, true);
+  EXPECT_TRUE(all_close(values(y), {5.0 / 7, 2.5, 4.5, 44.0 / 7}, 1e-15, 1e-15));
+  EXPECT_EQ(y.grad_fn()->name(), "UpsampleBilinear2DAaBackward0");
+  y.backward(from_vector<double>({7, 8, 8, 7}, Dims{1, 1, 1, 4}));  // the transpose of the taps
+  EXPECT_TRUE(all_close(values(x.grad()), {3, 4, 4, 4, 4, 4, 4, 3}, 1e-14, 1e-14));
 }
 
 TEST(Resample, NearestTwiceRepeatsAndItsGradientSums) {
@@ -89,7 +100,8 @@ TEST(Resample, BadInputNamesTheOp) {
   EXPECT_THROW(F::interpolate(x, Dims{4, 4}, {}, "nearest", true), ValueError);
   EXPECT_THROW(F::interpolate(x, Dims{4}, {}, "linear"), ValueError);
   EXPECT_THROW(F::interpolate(x, Dims{4, 4}, {}, "trilinear"), NotImplementedError);
-  EXPECT_THROW(F::interpolate(x, Dims{4, 4}, {}, "bilinear", {}, {}, true), NotImplementedError);
+  const std::string aa = error_of<ValueError>([&] { F::interpolate(x, Dims{4, 4}, {}, "nearest", {}, {}, true); });
+  EXPECT_TRUE(contains(aa, "[interpolate] Anti-alias")) << aa;
   const std::string ps = error_of<ValueError>([&] { F::pixel_shuffle(x, 2); });
   EXPECT_TRUE(contains(ps, "[pixel_shuffle]") && contains(ps, "input.size(-3)=3")) << ps;
   const std::string fold = error_of<ValueError>([&] { F::fold(ones({1, 12, 8}), {4, 4}, {2}); });

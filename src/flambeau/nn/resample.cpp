@@ -1,8 +1,8 @@
 // Resampling: nn.functional's interpolate (nearest, nearest-exact, linear, bilinear, bicubic,
-// trilinear, area) with torch's argument rules and messages, primitives over
-// kernels/cpu/resample.h; pixel_shuffle / pixel_unshuffle as one permuting copy each (Note
-// [Pixel shuffle]); unfold / fold over the convolution's
-// im2col / col2im (kernels/cpu/conv.h), each the other's backward.
+// trilinear, area; antialiased bilinear / bicubic) with torch's argument rules and messages,
+// primitives over kernels/cpu/resample.h; pixel_shuffle / pixel_unshuffle as one permuting
+// copy each (Note [Pixel shuffle]); unfold / fold over the convolution's im2col / col2im
+// (kernels/cpu/conv.h), each the other's backward.
 #include <cmath>
 #include <string>
 
@@ -50,8 +50,9 @@ std::string dims_list(const Dims& d) {
 }
 
 // One upsample primitive: x [N, C, *spatial] (n spatial dims) to out sizes, recorded as `node`.
+// antialias (2-d linear / cubic only): kernels' antialias taps and separable passes.
 Tensor upsample(const char* node, ResampleMode mode, const Tensor& x, const Dims& out, bool align_corners,
-                const std::vector<double>& scales) {
+                const std::vector<double>& scales, bool antialias = false) {
   const int64_t n = int64_t(out.size());
   const char* letters[] = {"D", "H", "W"};
   std::string in_s = "(", out_s = "(";
@@ -79,7 +80,7 @@ Tensor upsample(const char* node, ResampleMode mode, const Tensor& x, const Dims
   }
   const DType ct = compute_dtype(x);
   // Captures by value: the backward calls it after this frame is gone.
-  auto make_taps = [g, n, mode, align_corners, scales]<class T>(bool backward) {
+  auto make_taps = [g, n, mode, align_corners, scales, antialias]<class T>(bool backward) {
     std::array<Taps<T>, 3> t;
     for (size_t a = 0; a < 3; ++a) {
       const int64_t i = int64_t(a) - (3 - n);
@@ -90,6 +91,10 @@ Tensor upsample(const char* node, ResampleMode mode, const Tensor& x, const Dims
       }
       std::optional<double> s;
       if (!scales.empty()) s = scales[size_t(i)];
+      if (antialias) {
+        t[a] = kernels::antialias_taps<T>(mode == ResampleMode::Cubic, g.in[a], g.out[a], align_corners, s);
+        continue;
+      }
       // torch's 2-d nearest forward indexes as its backward does (nearest_idx: a float scale,
       // the 2x shortcut); 1-d and 3-d use the generic kernel's helper.
       const bool idx_rule = backward || (mode == ResampleMode::Nearest && n == 2);
@@ -104,19 +109,22 @@ Tensor upsample(const char* node, ResampleMode mode, const Tensor& x, const Dims
     Tensor y = empty(out_shape, ct);
     if (g.planes > 0)
       visit_compute(ct, [&]<class T>() {
-        kernels::resample_forward<T>(g, make_taps.template operator()<T>(false), xc.data<T>(), y.data<T>());
+        const auto t = make_taps.template operator()<T>(false);
+        if (antialias) kernels::antialias_forward<T>(g, t[1], t[2], xc.data<T>(), y.data<T>());
+        else kernels::resample_forward<T>(g, t, xc.data<T>(), y.data<T>());
       });
     result = y.to(x.dtype());
   }
   autograd::record(node, {&result}, {&x}, {},
-                   [g, shape = Dims(x.sizes()), ct, make_taps, cubic = mode == ResampleMode::Cubic](
+                   [g, shape = Dims(x.sizes()), ct, make_taps, cubic = mode == ResampleMode::Cubic, antialias](
                        const std::vector<Tensor>& grads, const std::vector<Tensor>&) {
                      const Tensor gy = grads[0].to(ct).contiguous();
                      Tensor gx = empty(shape, ct);
                      if (g.planes > 0)
                        visit_compute(ct, [&]<class T>() {
-                         kernels::resample_backward<T>(g, make_taps.template operator()<T>(true), cubic,
-                                                       gy.data<T>(), gx.data<T>());
+                         const auto t = make_taps.template operator()<T>(true);
+                         if (antialias) kernels::antialias_backward<T>(g, t[1], t[2], gy.data<T>(), gx.data<T>());
+                         else kernels::resample_backward<T>(g, t, cubic, gy.data<T>(), gx.data<T>());
                        });
                      return std::vector<Tensor>{gx};
                    });
@@ -307,7 +315,6 @@ FLB_OP(interpolate,
   FLB_CHECK(!antialias || ((mode == "bilinear" || mode == "bicubic") && input.dim() == 4), ValueError,
             "[interpolate] Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor "
             "as input");
-  FLB_CHECK(!antialias, NotImplementedError, "[interpolate] antialias=True is not implemented in flambeau");
   const int64_t d = input.dim();
   auto need = [&](const char* m, int64_t want) {
     FLB_CHECK(d == want, NotImplementedError, "[interpolate] Got ", d, "D input, but ", m, " mode needs ", want,
@@ -336,6 +343,10 @@ FLB_OP(interpolate,
   if (mode == "bilinear") need("bilinear", 4);
   if (mode == "bicubic") need("bicubic", 4);
   if (mode == "trilinear") need("trilinear", 5);
+  if (antialias)
+    return mode == "bicubic"
+               ? upsample("UpsampleBicubic2DAaBackward0", ResampleMode::Cubic, input, out, ac, scales, true)
+               : upsample("UpsampleBilinear2DAaBackward0", ResampleMode::Linear, input, out, ac, scales, true);
   if (mode == "bicubic")
     return upsample("UpsampleBicubic2DBackward0", ResampleMode::Cubic, input, out, ac, scales);
   const char* node = d == 3 ? "UpsampleLinear1DBackward0" : d == 4 ? "UpsampleBilinear2DBackward0"

@@ -14,11 +14,13 @@ namespace flambeau::kernels {
 enum class ResampleMode { Nearest, NearestExact, Linear, Cubic };
 
 // The taps of one dim: output o reads input index[o * n + j] with weight[o * n + j].
+// Antialias taps also set count: output o uses its first count[o] taps, consecutive inputs.
 template <class T>
 struct Taps {
   int n = 1;
   std::vector<int64_t> index;
   std::vector<T> weight;
+  std::vector<int> count;
 };
 
 // planes x [D, H, W] -> planes x [OD, OH, OW], both contiguous.
@@ -45,5 +47,18 @@ void resample_forward(const ResampleGeometry& g, const std::array<Taps<T>, 3>& t
 template <class T>
 void resample_backward(const ResampleGeometry& g, const std::array<Taps<T>, 3>& taps, bool cubic_order, const T* gy,
                        T* gx);
+
+// Antialias taps (torch's _compute_indices_min_size_weights_aa): a triangle (linear) or
+// cubic (A = -0.5) filter widened by the scale when downsampling, weights normalized.
+template <class T>
+Taps<T> antialias_taps(bool cubic, int64_t in, int64_t out, bool align_corners, std::optional<double> scale);
+
+// 2-d separable antialias resampling as torch's: along W into a planes x [H, OW] buffer, then
+// along H; a dim with in == out is copied. Each sum is x0 * w0 + x1 * w1 + ... in tap order.
+template <class T>
+void antialias_forward(const ResampleGeometry& g, const Taps<T>& th, const Taps<T>& tw, const T* x, T* y);
+// gx (zeroed here) += (ww * wh) * gy per plane in output order, h taps outside w taps.
+template <class T>
+void antialias_backward(const ResampleGeometry& g, const Taps<T>& th, const Taps<T>& tw, const T* gy, T* gx);
 
 }  // namespace flambeau::kernels
