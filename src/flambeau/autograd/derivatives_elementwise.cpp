@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "flambeau/autograd/derivatives.h"
+#include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/kernels/cpu/simd.h"
 #include "flambeau/ops/elementwise.h"
@@ -132,9 +133,10 @@ Tensor unary_derivative(UnaryOp op, const Tensor& x, const Tensor& y) {
 
 // relu's gradient selects, as torch's threshold_backward: 0 where y <= 0 (even for an inf
 // or NaN gradient), the gradient elsewhere (y NaN included). One pass for same-shape dense
-// float tensors when no graph is built; where() otherwise (differentiable for create_graph).
+// float tensors when no graph is built and nobody listens to the op hook; where() otherwise
+// (differentiable for create_graph, and ops the compiler's trace of a backward sees).
 static Tensor relu_backward(const Tensor& g, const Tensor& y) {
-  const bool fused = !grad_mode_enabled() && g.sizes() == y.sizes() && g.dtype() == y.dtype() &&
+  const bool fused = !grad_mode_enabled() && !op_hook::active() && g.sizes() == y.sizes() && g.dtype() == y.dtype() &&
                      (g.dtype() == kFloat32 || g.dtype() == kFloat64) && g.is_contiguous() && y.is_contiguous();
   if (!fused) return where(le(y, 0), Tensor(0.0), g);
   Tensor out = empty(g.sizes(), g.dtype());
