@@ -28,8 +28,14 @@ def build(tmp, name, source, include=None, defines=()):
     return out
 
 
+_BUILT = {}  # once per process: a shuffled run may set the module's fixtures up more than once,
+# and a library loads once per path (its ops stay registered)
+
+
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
+    if _BUILT:
+        return _BUILT
     tmp = str(tmp_path_factory.mktemp("extensions"))
     bad = os.path.join(ROOT, "tests", "stable", "ext_bad.c")
     paths = {
@@ -40,7 +46,8 @@ def libs(tmp_path_factory):
     for variant in ["init_fails", "newer_abi", "not_extension", "duplicate", "bad_schema", "kernel_errors"]:
         paths[variant] = build(tmp, "py_" + variant, bad, defines=["FLB_TEST_" + variant.upper()])
     fl.ops.load_library(paths["example"])
-    return paths
+    _BUILT.update(paths)
+    return _BUILT
 
 
 def test_the_wheel_ships_the_header():
