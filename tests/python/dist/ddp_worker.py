@@ -211,7 +211,10 @@ def scenario_overlap():
     ddp = DDP(model, bucket_cap_mb=0.2)  # a bucket per layer
     done = []
     handle = dist._world().comm.register_post_hook(lambda *a: done.append(time.monotonic_ns()))
-    x = fl.randn(256, 256)
+    # A batch that keeps backward busy for some milliseconds per iteration, so that a bucket's
+    # all-reduce over loopback can finish before it ends (256 rows were done in under a
+    # millisecond once the float32 GEMM moved to oneDNN).
+    x = fl.randn(2048, 256)
     finished_early = 0
     for _ in range(6):
         done.clear()
