@@ -2,7 +2,9 @@
 float32: conv2d forward + backward (input, weight and bias gradients) at ResNet shapes,
 batch 32, and batch_norm (training) and max_pool2d (3x3 stride 2, as ResNet's stem) at the
 same activation shapes, and a ResNet-18 SGD training step on 64x64 inputs; the CNN example's epoch time is examples/cnn_fashion_mnist.py --compare. Alternating runs, medians; ratio = torch time / flambeau time (> 1: flambeau faster).
-Usage: .venv/bin/python bench/bench_conv.py [reps] [batch]   (prints a Markdown table)"""
+--channels-last: the conv forward+backward rows and the ResNet-18 step with channels-last
+inputs (and model.to(memory_format=channels_last)) in both libraries instead.
+Usage: .venv/bin/python bench/bench_conv.py [reps] [batch] [--channels-last]   (prints a Markdown table)"""
 import os
 import sys
 
@@ -24,7 +26,7 @@ CONV_SHAPES = [
 ]
 
 
-def conv_rows(batch, reps, r):
+def conv_rows(batch, reps, r, channels_last=False):
     rows = []
     for name, cin, cout, hw, k, s, p, g in CONV_SHAPES:
         x = r.standard_normal((batch, cin, hw, hw)).astype(np.float32)
@@ -32,14 +34,20 @@ def conv_rows(batch, reps, r):
         b = r.standard_normal(cout).astype(np.float32)
         fx, fw, fb = (fl.tensor(a, requires_grad=True) for a in (x, w, b))
         tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+        if channels_last:
+            fx = fx.detach().to(memory_format=fl.channels_last).requires_grad_()
+            tx = tx.detach().to(memory_format=torch.channels_last).requires_grad_()
+            name += ", channels-last"
 
         def step(lib, F, x, w, b):
             y = F.conv2d(x, w, b, stride=s, padding=p, groups=g)
             y.backward(lib.ones_like(y))
         with fl.no_grad(), torch.no_grad():
-            rows.append((f"conv2d forward, {name}",
-                         *pair(lambda: fl.nn.functional.conv2d(fx, fw, fb, stride=s, padding=p, groups=g),
-                               lambda: torch.nn.functional.conv2d(tx, tw, tb, stride=s, padding=p, groups=g), reps)))
+            if not channels_last:
+                rows.append((f"conv2d forward, {name}",
+                             *pair(lambda: fl.nn.functional.conv2d(fx, fw, fb, stride=s, padding=p, groups=g),
+                                   lambda: torch.nn.functional.conv2d(tx, tw, tb, stride=s, padding=p, groups=g),
+                                   reps)))
         rows.append((f"conv2d forward+backward, {name}",
                      *pair(lambda: step(fl, fl.nn.functional, fx, fw, fb),
                            lambda: step(torch, torch.nn.functional, tx, tw, tb), reps)))
@@ -101,7 +109,7 @@ def resnet18(L, classes=10):
     return nn.Sequential(*layers)
 
 
-def resnet_rows(batch, reps, r):
+def resnet_rows(batch, reps, r, channels_last=False):
     """One SGD training step of ResNet-18 on 64x64 inputs: forward, cross-entropy, backward, step."""
     x = r.standard_normal((batch, 3, 64, 64)).astype(np.float32)
     y = r.integers(0, 10, batch)
@@ -110,20 +118,27 @@ def resnet_rows(batch, reps, r):
         model = resnet18(L)
         opt = L.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
         xs, ys = L.tensor(x), L.tensor(y)
+        if channels_last:
+            model.to(memory_format=L.channels_last)
+            xs = xs.to(memory_format=L.channels_last)
 
         def step(L=L, model=model, opt=opt, xs=xs, ys=ys):
             opt.zero_grad()
             L.nn.functional.cross_entropy(model(xs), ys).backward()
             opt.step()
         steps.append(step)
-    return [("ResNet-18 training step, 64x64", *pair(steps[0], steps[1], reps))]
+    name = "ResNet-18 training step, 64x64" + (", channels-last" if channels_last else "")
+    return [(name, *pair(steps[0], steps[1], reps))]
 
 
-def main(reps=5, batch=32):
+def main(reps=5, batch=32, channels_last=False):
     fl.set_num_threads(2)
     torch.set_num_threads(2)
     r = np.random.default_rng(0)
-    rows = conv_rows(batch, reps, r) + norm_pool_rows(batch, reps, r) + resnet_rows(batch, reps, r)
+    if channels_last:
+        rows = conv_rows(batch, reps, r, True) + resnet_rows(batch, reps, r, True)
+    else:
+        rows = conv_rows(batch, reps, r) + norm_pool_rows(batch, reps, r) + resnet_rows(batch, reps, r)
     print(f"batch {batch}, float32, 2 threads, median of {reps}\n")
     print("| case | flambeau ms | torch ms | ratio |\n|---|---|---|---|")
     for name, f, t in rows:
@@ -131,4 +146,5 @@ def main(reps=5, batch=32):
 
 
 if __name__ == "__main__":
-    main(*(int(a) for a in sys.argv[1:3]))
+    numbers = [int(a) for a in sys.argv[1:] if not a.startswith("--")]
+    main(*numbers, channels_last="--channels-last" in sys.argv)

@@ -20,6 +20,12 @@ struct PyDType {
 // The singleton object of a dtype (created at module import).
 nb::handle dtype_object(DType dt);
 
+// The Python object behind flambeau.channels_last etc. (torch.memory_format).
+struct PyMemoryFormat {
+  MemoryFormat value;
+};
+nb::handle memory_format_object(MemoryFormat format);
+
 // A tensor argument that may also be given as a Python number.
 struct Operand {
   Tensor t;
@@ -68,6 +74,20 @@ struct type_caster<flambeau::DType> {
   }
   static handle from_cpp(flambeau::DType v, rv_policy, cleanup_list*) noexcept {
     return flambeau::python::dtype_object(v).inc_ref();
+  }
+};
+
+template <>
+struct type_caster<flambeau::MemoryFormat> {
+  NB_TYPE_CASTER(flambeau::MemoryFormat, const_name("flambeau.memory_format"))
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    flambeau::python::PyMemoryFormat* p = nullptr;
+    if (!nanobind::try_cast<flambeau::python::PyMemoryFormat*>(src, p) || !p) return false;
+    value = p->value;
+    return true;
+  }
+  static handle from_cpp(flambeau::MemoryFormat v, rv_policy, cleanup_list*) noexcept {
+    return flambeau::python::memory_format_object(v).inc_ref();
   }
 };
 

@@ -43,6 +43,8 @@ auto schema_arg() {
   const SchemaArg& a = op_schema(S.name).arguments[I];
   nb::object value;
   if (a.default_value) value = default_to_python(default_value(a));
+  if (a.kind == ArgKind::MemoryFormat && nb::isinstance<nb::int_>(value))
+    value = nb::borrow(memory_format_object(MemoryFormat(nb::cast<int64_t>(value))));
   if constexpr (schema_text::accepts_none(S.text, I))
     return nb::arg_v_t<nb::detail::arg_flags_default | nb::detail::cast_flags::accepts_none, false>(
         nb::arg(a.name.c_str()), std::move(value));

@@ -60,6 +60,11 @@ Value to_value(const RegisteredOp& op, const SchemaArg& a, nb::handle h) {
       if (nb::try_cast<DType>(h, d)) return d;
       break;
     }
+    case ArgKind::MemoryFormat: {
+      MemoryFormat f;
+      if (nb::try_cast<MemoryFormat>(h, f)) return int64_t(f);
+      break;
+    }
     case ArgKind::Generator:
       if (nb::isinstance<Generator>(h))
         return op_hook::Opaque{"generator", std::make_shared<Generator>(nb::cast<Generator>(h))};

@@ -47,6 +47,8 @@ bool set_python_error(const std::exception_ptr& p) {
 }
 
 nb::handle dtype_object(DType dt) { return g_dtypes[int(dt)]; }
+nb::handle g_memory_formats[4];
+nb::handle memory_format_object(MemoryFormat format) { return g_memory_formats[int(format)]; }
 nb::handle g_values_indices;
 
 }  // namespace flambeau::python
@@ -79,6 +81,14 @@ NB_MODULE(_C, m) {
   for (auto [alias, dt] : {std::pair{"float", kFloat32}, std::pair{"double", kFloat64}, std::pair{"half", kFloat16},
                            std::pair{"long", kInt64}, std::pair{"int", kInt32}, std::pair{"short", kInt16}})
     m.attr(alias) = dtype_object(dt);
+
+  nb::class_<PyMemoryFormat>(m, "memory_format")
+      .def("__repr__", [](const PyMemoryFormat& f) { return std::string("flambeau.") + memory_format_name(f.value); });
+  for (auto f : {MemoryFormat::Contiguous, MemoryFormat::Preserve, MemoryFormat::ChannelsLast,
+                 MemoryFormat::ChannelsLast3d}) {
+    m.attr(memory_format_name(f)) = nb::cast(PyMemoryFormat{f}, nb::rv_policy::move);
+    g_memory_formats[int(f)] = m.attr(memory_format_name(f));
+  }
 
   nb::class_<Device>(m, "device")
       .def(nb::init<const std::string&>(), "type"_a)

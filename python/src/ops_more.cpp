@@ -87,12 +87,20 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   });
 
   // Factories.
-  for (auto [name, f] : {std::pair{"empty", &empty}, std::pair{"zeros", &zeros}, std::pair{"ones", &ones}})
-    m.def(name, [f](nb::args size, std::optional<DType> dtype, nb::handle device) {
-      const Dims s = dims_from_args(size);
-      const Device dev = device.is_none() ? kCPU : Device(nb::cast<std::string>(nb::str(device)));
-      return release_call_t(f, s, dtype.value_or(kFloat32), dev);
+  auto device_of = [](nb::handle device) {
+    return device.is_none() ? kCPU : Device(nb::cast<std::string>(nb::str(device)));
+  };
+  for (auto [name, f] : {std::pair{"zeros", &zeros}, std::pair{"ones", &ones}})
+    m.def(name, [f, device_of](nb::args size, std::optional<DType> dtype, nb::handle device) {
+      return release_call_t(f, dims_from_args(size), dtype.value_or(kFloat32), device_of(device));
     }, "size"_a, "dtype"_a = nb::none(), "device"_a = nb::none());
+  m.def("empty", [device_of](nb::args size, std::optional<DType> dtype, nb::handle device, MemoryFormat format) {
+    const Dims s = dims_from_args(size);
+    const DType dt = dtype.value_or(kFloat32);
+    if (format != MemoryFormat::Contiguous) return empty(s, dt, format);
+    return release_call_t([](const Dims& s, DType dt, Device d) { return empty(s, dt, d); }, s, dt, device_of(device));
+  }, "size"_a, "dtype"_a = nb::none(), "device"_a = nb::none(),
+        "memory_format"_a = nb::borrow(memory_format_object(MemoryFormat::Contiguous)));
   m.def("full", [](nb::handle size, Scalar v, std::optional<DType> dtype) { return full(dims_from(size), v, dtype); },
         "size"_a, "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none());
   m.def("arange", [](Scalar a, std::optional<Scalar> b, Scalar step, std::optional<DType> dtype) {
@@ -104,14 +112,17 @@ void bind_more_ops(nb::module_& m, nb::class_<Tensor>& cls) {
   m.def("eye", [](int64_t n, std::optional<int64_t> mm, std::optional<DType> dtype) {
     return eye(n, mm.value_or(-1), dtype.value_or(kFloat32));
   }, "n"_a, "m"_a = nb::none(), nb::kw_only(), "dtype"_a = nb::none());
-  m.def("empty_like", [](const Tensor& t, std::optional<DType> d) { return empty_like(t, d); }, "input"_a,
-        nb::kw_only(), "dtype"_a = nb::none());
-  m.def("zeros_like", [](const Tensor& t, std::optional<DType> d) { return zeros_like(t, d); }, "input"_a,
-        nb::kw_only(), "dtype"_a = nb::none());
-  m.def("ones_like", [](const Tensor& t, std::optional<DType> d) { return ones_like(t, d); }, "input"_a, nb::kw_only(),
-        "dtype"_a = nb::none());
-  m.def("full_like", [](const Tensor& t, Scalar v, std::optional<DType> d) { return full_like(t, v, d); }, "input"_a,
-        "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none());
+  // memory_format defaults to preserve_format, as torch's.
+  const nb::object preserve = nb::borrow(memory_format_object(MemoryFormat::Preserve));
+  m.def("empty_like", [](const Tensor& t, std::optional<DType> d, MemoryFormat f) { return empty_like(t, d, f); },
+        "input"_a, nb::kw_only(), "dtype"_a = nb::none(), "memory_format"_a = preserve);
+  m.def("zeros_like", [](const Tensor& t, std::optional<DType> d, MemoryFormat f) { return zeros_like(t, d, f); },
+        "input"_a, nb::kw_only(), "dtype"_a = nb::none(), "memory_format"_a = preserve);
+  m.def("ones_like", [](const Tensor& t, std::optional<DType> d, MemoryFormat f) { return ones_like(t, d, f); },
+        "input"_a, nb::kw_only(), "dtype"_a = nb::none(), "memory_format"_a = preserve);
+  m.def("full_like", [](const Tensor& t, Scalar v, std::optional<DType> d, MemoryFormat f) {
+    return full_like(t, v, d, f);
+  }, "input"_a, "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none(), "memory_format"_a = preserve);
   m.def("tensor", [](nb::handle data, std::optional<DType> dtype) {
     // Reported as the factory "tensor" (its inner ops are not user-level calls).
     return op_hook::call("tensor", [&] { return tensor_from_data(data, dtype); });

@@ -85,7 +85,8 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("element_size", [](const Tensor& t) { return t.element_size(); })
       .def("storage_offset", &Tensor::storage_offset)
       .def("data_ptr", [](const Tensor& t) { return uintptr_t(t.data_ptr()); })
-      .def("is_contiguous", &Tensor::is_contiguous)
+      .def("is_contiguous", [](const Tensor& t, MemoryFormat f) { return t.is_contiguous(f); }, nb::kw_only(),
+           "memory_format"_a = nb::borrow(memory_format_object(MemoryFormat::Contiguous)))
       .def("is_floating_point", &Tensor::is_floating_point)
       .def("item", [](const Tensor& t) { return t.item(); })
       .def("tolist", &to_list)
@@ -117,7 +118,13 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
       .def("__getitem__", &getitem, "key"_a.none())
       .def("__setitem__", &setitem, "key"_a.none(), "value"_a)
       // Copies and conversions.
-      .def("to", [](const Tensor& t, DType dt) { return t.to(dt); }, release_gil())
+      // to(dtype=None, non_blocking=False, copy=False, *, memory_format=preserve_format): a
+      // dtype conversion keeps a channels-last layout; another format is made as asked.
+      .def("to", [](const Tensor& t, std::optional<DType> dt, bool, bool copy, MemoryFormat f) {
+        Tensor r = dt && *dt != t.dtype() ? t.to(*dt) : copy ? t.clone(f) : t;
+        return f == MemoryFormat::Preserve ? r : r.contiguous(f);
+      }, "dtype"_a = nb::none(), "non_blocking"_a = false, "copy"_a = false, nb::kw_only(),
+           "memory_format"_a = nb::borrow(memory_format_object(MemoryFormat::Preserve)), release_gil())
       .def("float", [](const Tensor& t) { return t.to(kFloat32); }, release_gil())
       .def("double", [](const Tensor& t) { return t.to(kFloat64); }, release_gil())
       .def("half", [](const Tensor& t) { return t.to(kFloat16); }, release_gil())
@@ -133,8 +140,11 @@ void bind_tensor(nb::module_& m, nb::class_<Tensor>& cls) {
   // The function forms take one sequence (torch.reshape(x, (2, 3))).
   def_op<schemas::reshape>(m, cls, [](const Tensor& t, nb::handle shape) { return t.reshape(dims_from(shape)); });
   def_op<schemas::permute>(m, cls, [](const Tensor& t, nb::handle dims) { return t.permute(dims_from(dims)); });
-  def_op<schemas::contiguous>(m, cls, [](const Tensor& t) { return t.contiguous(); }, release_gil());
-  def_op<schemas::clone>(m, cls, [](const Tensor& t) { return t.clone(); }, release_gil());
+  def_op<schemas::contiguous>(m, cls, [](const Tensor& t, MemoryFormat f) { return t.contiguous(f); },
+                              release_gil());
+  def_op<schemas::clone>(m, cls, [](const Tensor& t, std::optional<MemoryFormat> f) {
+    return t.clone(f.value_or(MemoryFormat::Preserve));
+  }, release_gil());
   def_op<schemas::copy_>(m, cls, [](nb::handle self, const Tensor& src) {
     return inplace(self, [&](Tensor& t) { t.copy_(src); });
   });

@@ -78,6 +78,52 @@ TEST(Conv, Conv2dAndItsGradientsMatchTheReferenceLoop) {
     }
 }
 
+// Note [Channels-last convolutions]: a channels-last input gives channels-last results, the
+// values of the reference loop (float32 through oneDNN's NHWC kernels where built in; float64
+// through the row-major kernels and copies), and weights laid out channels-last by
+// Module::to do the same.
+TEST(Conv, ChannelsLastInputGivesChannelsLastResults) {
+  const Case c{{2, 16, 7, 6}, {8, 16, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1};
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = random_tensor(c.x, dt, Layout::Contiguous, 11).contiguous(MemoryFormat::ChannelsLast);
+    Tensor w = random_tensor(c.w, dt, Layout::Contiguous, 12), b = random_tensor({8}, dt, Layout::Contiguous, 13);
+    x.requires_grad_(true), w.requires_grad_(true), b.requires_grad_(true);
+    const Tensor y = nn::functional::conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+    EXPECT_TRUE(y.is_contiguous(MemoryFormat::ChannelsLast) && !y.is_contiguous());
+    const Tensor gy = random_tensor(y.sizes(), dt, Layout::Contiguous, 14);
+    y.backward(gy);
+    EXPECT_TRUE(x.grad().is_contiguous(MemoryFormat::ChannelsLast));
+    const Reference r = reference(c, values(x), values(w), values(b), values(gy), y.sizes());
+    // float32: sums of 144 products of N(0, 1) values (at most 84 for gw) rounded in float32.
+    const double tol = dt == kFloat32 ? 1e-4 : 1e-12;
+    for (auto [got, want] : {std::pair{values(y), r.y}, std::pair{values(x.grad()), r.gx},
+                             std::pair{values(w.grad()), r.gw}})
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << i;
+  }
+  nn::Conv layer(2, false, 3, 4, {3}, {});
+  layer.to(MemoryFormat::ChannelsLast);
+  EXPECT_TRUE(layer.weight.is_contiguous(MemoryFormat::ChannelsLast));
+  const Tensor x = random_tensor({1, 3, 5, 5}, kFloat32, Layout::Contiguous, 15);
+  EXPECT_TRUE(layer.forward(x).is_contiguous(MemoryFormat::ChannelsLast));  // the weight's layout decides too
+}
+
+TEST(MemoryFormat, LayoutsAsTorch) {
+  const Tensor t = zeros({2, 3, 4, 5});
+  EXPECT_EQ(t.contiguous(MemoryFormat::ChannelsLast).strides(), (Dims{60, 1, 15, 3}));
+  EXPECT_EQ(zeros({2, 3, 4, 5, 6}).contiguous(MemoryFormat::ChannelsLast3d).strides(), (Dims{360, 1, 90, 18, 3}));
+  EXPECT_EQ(suggest_memory_format(t), MemoryFormat::Contiguous);
+  EXPECT_EQ(suggest_memory_format(t.contiguous(MemoryFormat::ChannelsLast)), MemoryFormat::ChannelsLast);
+  const Tensor ambiguous = zeros({2, 3, 1, 1});  // contiguous in both formats
+  EXPECT_TRUE(ambiguous.is_contiguous(MemoryFormat::ChannelsLast) && ambiguous.is_contiguous());
+  EXPECT_EQ(suggest_memory_format(ambiguous), MemoryFormat::Contiguous);
+  EXPECT_TRUE(is_non_overlapping_and_dense(t.permute({3, 1, 0, 2})));
+  EXPECT_FALSE(is_non_overlapping_and_dense(t.slice(3, 0, 5, 2)));
+  EXPECT_FALSE(is_non_overlapping_and_dense(zeros({3}).expand({2, 3})));
+  EXPECT_EQ(t.permute({1, 0, 2, 3}).clone(MemoryFormat::Preserve).strides(), t.permute({1, 0, 2, 3}).strides());
+  EXPECT_THROW(zeros({2, 3}).contiguous(MemoryFormat::ChannelsLast), ValueError);
+  EXPECT_THROW(t.contiguous(MemoryFormat::Preserve), ValueError);
+}
+
 TEST(Conv, TransposedConvIsTheInputGradientOfConv) {
   // conv_transpose2d(g, w) equals the gradient of conv2d(x, w) with respect to x for upstream g.
   Tensor x = random_tensor({2, 4, 9, 8}, kFloat64, Layout::Contiguous, 5);

@@ -86,7 +86,16 @@ TEST(Optim, ErrorsAndZeroGrad) {
   EXPECT_EQ(sum(abs(ps[0].grad())).item<double>(), 0.0);
   sgd.zero_grad();
   EXPECT_FALSE(ps[0].grad().defined());
-  std::vector<Tensor> strided = {zeros({4, 4}, kFloat64).t().requires_grad_()};
+  // A dense parameter of any layout steps (its hand-set row-major gradient laid out as it);
+  // one with holes is refused.
+  std::vector<Tensor> transposed = {arange(16).to(kFloat64).view({4, 4}).t().detach().requires_grad_()};
+  transposed[0].set_grad(arange(16).to(kFloat64).view({4, 4}));
+  optim::SGDOptions lr1;
+  lr1.lr = 1.0;
+  optim::SGD s1(transposed, lr1);
+  s1.step();
+  EXPECT_EQ(values(transposed[0]), values(sub(arange(16).to(kFloat64).view({4, 4}).t(), arange(16).to(kFloat64).view({4, 4}))));
+  std::vector<Tensor> strided = {zeros({4, 8}, kFloat64).slice(1, 0, 8, 2).requires_grad_()};
   strided[0].set_grad(zeros({4, 4}, kFloat64));
   optim::SGD s2(strided, {});
   EXPECT_THROW(s2.step(), TypeError);

@@ -1,5 +1,6 @@
 """An OpInfo-style database: every op with sample inputs (contiguous, non-contiguous,
-broadcast, empty, 0-dim, edge values), run by flambeau and by PyTorch 2.13 on the same
+channels-last (elementwise results keep that layout, as torch's), broadcast, empty, 0-dim,
+edge values), run by flambeau and by PyTorch 2.13 on the same
 data, compared with per-op tolerances (and dtypes, shapes, NaN placement). Inputs are drawn
 from a generator seeded by the op's name, so each test sees the same data in any order.
 
@@ -85,6 +86,9 @@ def samples(rng, arity, dtype, lo=-3.0, hi=3.0):
     yield ("strided", [x[::2, 1::3] for x in sliced_f], [x[::2, 1::3] for x in sliced_t])
     if arity > 1:
         yield ("broadcast", *group([(3, 1, 5), (4, 1)] + [(5,)] * (arity - 2)))
+    cl_f, cl_t = group([(2, 3, 4, 5)] * arity)  # stored N, H, W, C
+    yield ("channels_last", [x.contiguous(memory_format=fl.channels_last) for x in cl_f],
+           [x.contiguous(memory_format=torch.channels_last) for x in cl_t])
     yield ("empty", *group([(0, 4)] * arity))
     yield ("0-dim", *group([()] * arity))
     if dtype in FLOATS:
@@ -393,6 +397,8 @@ def test_op_matches_torch(op):
             except RuntimeError:
                 continue  # PyTorch has no kernel for this dtype (or refuses the input): nothing to compare with
             got = op.fn(*fargs)
+            if kind == "channels_last" and op.rule is not None:  # elementwise: the layout is kept, as torch
+                assert got.stride() == want.stride(), f"{op.name}[{dtype}]: strides {got.stride()}"
             if op.ref64 is not None and dtype in UNIT_ROUNDOFF:
                 want, bound = op.ref64(*[f64(a) for a in fargs], UNIT_ROUNDOFF[dtype])
                 assert tuple(got.shape) == np.shape(want), f"{op.name} {kind}: shape {tuple(got.shape)}"

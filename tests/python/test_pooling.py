@@ -210,7 +210,10 @@ BAD = [
     (lambda: F.max_pool1d(fl.zeros(8), 2), ValueError, ["[max_pool1d]", "2D or 3D", "(8,)"]),
     (lambda: F.avg_pool3d(fl.zeros(2, 3), 2), ValueError, ["[avg_pool3d]", "4D or 5D"]),
     (lambda: F.max_pool2d(fl.zeros(2, 3, 8, 8), 3, padding=2), ValueError,
-     ["[max_pool2d]", "pad should be at most half of effective kernel size", "pad=(2, 2)", "kernel_size=(3, 3)"]),
+     ["[max_pool2d]", "pad should be at most half of kernel size", "pad=(2, 2)", "kernel_size=(3, 3)"]),
+    # Half the kernel, not of the dilated window (torch refuses this one too).
+    (lambda: F.max_pool2d(fl.zeros(2, 3, 9, 9), 3, 1, 2, dilation=2), ValueError,
+     ["[max_pool2d]", "pad should be at most half of kernel size", "dilation=(2, 2)"]),
     (lambda: F.avg_pool2d(fl.zeros(2, 3, 8, 8), 2, padding=(0, 2)), ValueError,
      ["[avg_pool2d]", "pad should be at most half"]),
     (lambda: F.max_pool2d(fl.zeros(2, 3, 8, 8), 3, padding=-1), ValueError, ["[max_pool2d]", "pad must be non-negative"]),
@@ -567,3 +570,13 @@ def test_max_unpool_modules_match_torch(nd, args, kwargs):
             continue
         np.testing.assert_array_equal(f_un(*f_pool(fl.tensor(a)), output_size=size).numpy(), t.numpy())
     assert list(f_un.parameters()) == []
+
+
+def test_max_unpool_output_size_must_be_a_sequence_as_torch():
+    v, i = TF.max_pool2d(torch.randn(1, 1, 4, 4), 2, return_indices=True)
+    with pytest.raises(TypeError):
+        TF.max_unpool2d(v, i, 2, output_size=4)
+    fv, fi = fl.tensor(v.numpy()), fl.tensor(i.numpy())
+    assert_raises_naming(lambda: F.max_unpool2d(fv, fi, 2, output_size=4), TypeError,
+                         ["[max_unpool2d]", "output_size must be a sequence"])
+    assert tuple(F.max_unpool2d(fv, fi, 2, output_size=(4, 4)).shape) == (1, 1, 4, 4)

@@ -341,15 +341,24 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 
 # Max unpooling (C++: nn/unpooling.cpp): indices as max_pool*d(return_indices=True) gives them;
 # output_size None, n sizes or n + 2 (input.size() of the pooling's input).
+def _unpool_output_size_is_a_sequence(op, output_size):
+    # torch's _unpool_output_size takes len() of it: a bare int is a TypeError there.
+    if isinstance(output_size, int):
+        raise TypeError(f"[{op}] output_size must be a sequence of sizes, got the int {output_size}")
+
+
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    _unpool_output_size_is_a_sequence("max_unpool1d", output_size)
     return _C._nn.max_unpool1d(input, indices, kernel_size, stride, padding, output_size)
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    _unpool_output_size_is_a_sequence("max_unpool2d", output_size)
     return _C._nn.max_unpool2d(input, indices, kernel_size, stride, padding, output_size)
 
 
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    _unpool_output_size_is_a_sequence("max_unpool3d", output_size)
     return _C._nn.max_unpool3d(input, indices, kernel_size, stride, padding, output_size)
 
 

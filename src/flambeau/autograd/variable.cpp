@@ -66,11 +66,24 @@ Tensor SavedTensor::unpack(const Node& owner) const {
 // else holds it or its storage, and it is a plain contiguous tensor of the leaf's shape and
 // dtype without history (as torch's AccumulateGrad, which "steals" such gradients). Saves
 // a parameter-sized copy, e.g. the [V, D] weight gradient of linear_cross_entropy.
+// The layout is the leaf's when the leaf is dense (a channels-last weight), else row-major,
+// as torch's layout contract for gradients.
+static bool leaf_layout(const Tensor& g, const Tensor& leaf) {
+  if (leaf.is_contiguous() || !is_non_overlapping_and_dense(leaf)) return g.is_contiguous();
+  return g.strides() == leaf.strides();
+}
 static bool can_adopt(const Tensor& g, const Tensor& leaf) {
   const TensorImpl* i = g.impl();
   return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !i->view_base && !i->autograd &&
-         g.dtype() == leaf.dtype() && g.sizes() == leaf.sizes() && g.is_contiguous() && g.storage_offset() == 0 &&
-         g.device() == leaf.device();
+         g.dtype() == leaf.dtype() && g.sizes() == leaf.sizes() && leaf_layout(g, leaf) &&
+         g.storage_offset() == 0 && g.device() == leaf.device();
+}
+// A copy of g in the leaf's dtype and layout.
+static Tensor copy_for(const Tensor& g, const Tensor& leaf) {
+  if (leaf.is_contiguous() || !is_non_overlapping_and_dense(leaf)) return g.to(leaf.dtype()).clone();
+  Tensor out = empty_like(leaf, std::nullopt, MemoryFormat::Preserve);
+  out.copy_(g);
+  return out;
 }
 
 Tensor checked_hook_result(const Tensor& r, const Tensor& g) {
@@ -94,7 +107,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
     return {};
   }
   NoGradGuard no_grad;
-  if (!m.grad.defined()) m.grad = can_adopt(g, leaf_) ? std::move(g) : g.to(leaf_.dtype()).clone();  // owned
+  if (!m.grad.defined()) m.grad = can_adopt(g, leaf_) ? std::move(g) : copy_for(g, leaf_);  // owned
   else m.grad.add_(g);
   for (auto& hook : m.post_accumulate_hooks) hook(leaf_);
   return {};

@@ -84,6 +84,7 @@ Value to_value(const T& v) {
                 std::is_same_v<U, std::string> || std::is_same_v<U, Dims>)
     return v;
   else if constexpr (std::is_integral_v<U>) return int64_t(v);
+  else if constexpr (std::is_same_v<U, MemoryFormat>) return int64_t(v);  // boxed as torch boxes it
   else if constexpr (std::is_floating_point_v<U>) return double(v);
   else if constexpr (std::is_same_v<U, const char*> || std::is_same_v<U, char*>) return std::string(v);
   else if constexpr (std::is_same_v<U, Device>) return Opaque{"device " + v.str(), nullptr};

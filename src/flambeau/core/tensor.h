@@ -49,6 +49,14 @@ struct Storage {
   static uint64_t next_serial();
 };
 
+// How a tensor's elements are laid out (torch.memory_format). Contiguous: row-major.
+// ChannelsLast: a 4-d N, C, H, W tensor stored N, H, W, C; ChannelsLast3d: a 5-d
+// N, C, D, H, W tensor stored N, D, H, W, C. Preserve (copies only): the source's strides
+// where it is dense and non-overlapping, else its suggest_memory_format().
+enum class MemoryFormat : uint8_t { Contiguous, Preserve, ChannelsLast, ChannelsLast3d };
+// "contiguous_format", "preserve_format", "channels_last", "channels_last_3d" (torch's names).
+const char* memory_format_name(MemoryFormat format);
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   Dims sizes, strides;  // strides in elements
@@ -97,6 +105,8 @@ class Tensor {
   Device device() const { return impl_->storage->device; }
   size_t element_size() const { return itemsize(dtype()); }
   bool is_contiguous() const { return impl_->contiguous; }
+  // Dense in `format`'s order (torch's rule: size-1 dims are ignored). Preserve is not a layout.
+  bool is_contiguous(MemoryFormat format) const;
   bool is_floating_point() const { return is_floating(dtype()); }
 
   // Address of the first element.
@@ -163,8 +173,12 @@ class Tensor {
 
   // Copies.
   Tensor contiguous() const;
-  Tensor clone() const;
-  Tensor to(DType dtype) const;  // returns *this when the dtype already matches
+  // *this when it is contiguous in `format` already, else a copy laid out so.
+  Tensor contiguous(MemoryFormat format) const;
+  // A copy. clone() is row-major; torch's default (Python's Tensor.clone()) is Preserve.
+  Tensor clone(MemoryFormat format = MemoryFormat::Contiguous) const;
+  // Returns *this when the dtype already matches; a copy keeps a channels-last layout.
+  Tensor to(DType dtype) const;
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(Scalar value);
   Tensor& zero_();
@@ -208,6 +222,16 @@ class Tensor {
  private:
   std::shared_ptr<TensorImpl> impl_;
 };
+
+// The layout ops give their results for t (torch's suggest_memory_format): ChannelsLast for a
+// 4-d (ChannelsLast3d for a 5-d) tensor whose strides order the dims as that format does,
+// else Contiguous.
+MemoryFormat suggest_memory_format(const Tensor& t);
+// Dense strides for `sizes` in `format` (Contiguous, ChannelsLast with 4 dims, ChannelsLast3d
+// with 5; else ValueError naming `op`).
+Dims memory_format_strides(const Dims& sizes, MemoryFormat format, const char* op);
+// No two elements share memory and the elements fill a block without holes (any dim order).
+bool is_non_overlapping_and_dense(const Tensor& t);
 
 // Makes a tensor over `storage`. Strides default to contiguous.
 Tensor make_tensor(std::shared_ptr<Storage> storage, DType dtype, Dims sizes, Dims strides = {},

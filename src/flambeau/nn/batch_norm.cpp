@@ -225,7 +225,7 @@ FLB_OP(batch_norm,
                      if (!need_b) g[2] = Tensor();
                      return g;
                    });
-  return out;
+  return in_layout_of(out, x);
 }
 
 // Statistics per (sample, group of channels): a layer_norm over each group's values, then

@@ -8,6 +8,7 @@
 #include "flambeau/autograd/function.h"
 #include "flambeau/core/op_hook.h"
 #include "flambeau/core/shape.h"
+#include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/conv.h"
 #include "flambeau/nn/functional.h"
 #include "flambeau/ops/ops.h"
@@ -125,23 +126,58 @@ void visit_compute(DType ct, F&& f) {
   else f.template operator()<float>();
 }
 
-// The forward product of either direction into a new tensor of the compute dtype.
-// fwd: y-space from x-space (conv_forward); else x-space from y-space (backward_input).
-Tensor run_product(const ConvGeometry& g, bool fwd, const Tensor& src, const Tensor& w, const Dims& shape,
-                   DType ct) {
+// Note [Channels-last convolutions]: as torch, a convolution whose input or weight is
+// channels-last (suggest_memory_format) computes and returns channels-last tensors: its
+// output and its input gradient. float32 problems that oneDNN has a direct kernel for read
+// and write that layout as it is, with no copy (oneDNN's NHWC kernels); the others (float64,
+// no oneDNN, FLAMBEAU_ONEDNN_F32=0, no direct kernel) copy to row-major, run the kernels of
+// kernels/cpu/conv.h, and copy the result back. The weight stays row-major, as oneDNN
+// reorders it anyway. Bits do not depend on the thread count either way.
+MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
+  if (x.dim() != 4 && x.dim() != 5) return MemoryFormat::Contiguous;
+  const MemoryFormat cl = x.dim() == 4 ? MemoryFormat::ChannelsLast : MemoryFormat::ChannelsLast3d;
+  return suggest_memory_format(x) == cl || suggest_memory_format(w) == cl ? cl : MemoryFormat::Contiguous;
+}
+
+// g as its channels-last problem, when oneDNN may take one.
+std::optional<ConvGeometry> channels_last(const ConvGeometry& g, MemoryFormat format, DType ct) {
+  if (format == MemoryFormat::Contiguous || ct != kFloat32 || !kernels::onednn_f32()) return std::nullopt;
+  ConvGeometry cl = g;
+  cl.channels_last = true;
+  return cl;
+}
+
+// The forward product of either direction into a new tensor of the compute dtype, laid
+// out in `format`. fwd: y-space from x-space (conv_forward); else x-space from y-space
+// (backward_input).
+Tensor run_product(const ConvGeometry& g, bool fwd, const Tensor& src, const Tensor& w, const Dims& shape, DType ct,
+                   MemoryFormat format) {
+  if (const auto cl = channels_last(g, format, ct)) {
+    const Tensor s = src.to(ct).contiguous(format), wc = w.to(ct).contiguous();
+    Tensor out = empty(shape, ct, format);
+    if (fwd ? kernels::onednn_conv_forward(*cl, s.data<float>(), wc.data<float>(), nullptr, out.data<float>())
+            : kernels::onednn_conv_backward_input(*cl, s.data<float>(), wc.data<float>(), out.data<float>()))
+      return out;
+  }
   const Tensor s = src.to(ct).contiguous(), wc = w.to(ct).contiguous();
   Tensor out = empty(shape, ct);
   visit_compute(ct, [&]<class T>() {
     if (fwd) kernels::conv_forward(g, s.data<T>(), wc.data<T>(), static_cast<const T*>(nullptr), out.data<T>());
     else kernels::conv_backward_input(g, s.data<T>(), wc.data<T>(), out.data<T>());
   });
-  return out;
+  return out.contiguous(format);
 }
 
-// gw from x-space and y-space tensors of the forward convolution g.
-Tensor weight_grad(const ConvGeometry& g, const Tensor& x_space, const Tensor& y_space, const Dims& shape, DType ct) {
-  const Tensor xs = x_space.to(ct).contiguous(), ys = y_space.to(ct).contiguous();
+// gw from x-space and y-space tensors of the forward convolution g (row-major).
+Tensor weight_grad(const ConvGeometry& g, const Tensor& x_space, const Tensor& y_space, const Dims& shape, DType ct,
+                   MemoryFormat format) {
   Tensor gw = empty(shape, ct);
+  if (const auto cl = channels_last(g, format, ct)) {
+    const Tensor xs = x_space.to(ct).contiguous(format), ys = y_space.to(ct).contiguous(format);
+    if (kernels::conv_backward_weight_channels_last(*cl, xs.data<float>(), ys.data<float>(), gw.data<float>()))
+      return gw;
+  }
+  const Tensor xs = x_space.to(ct).contiguous(), ys = y_space.to(ct).contiguous();
   visit_compute(ct, [&]<class T>() { kernels::conv_backward_weight(g, xs.data<T>(), ys.data<T>(), gw.data<T>()); });
   return gw;
 }
@@ -220,10 +256,11 @@ Tensor conv_impl(const char* op, int64_t n, const Tensor& input, const Tensor& w
   const Tensor x = unbatched ? input.unsqueeze(0) : input;
   const ConvGeometry g = geometry(op, x, w, bias, a);
   const DType ct = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const MemoryFormat format = conv_format(x, w);  // Note [Channels-last convolutions]
   Tensor out;
   {
     autograd::NoGradGuard no_grad;
-    Tensor y = run_product(g, !a.transposed, x, w, y_shape(g, n, a.transposed), ct);
+    Tensor y = run_product(g, !a.transposed, x, w, y_shape(g, n, a.transposed), ct, format);
     if (bias) {
       Dims b_shape(size_t(n + 2), 1);
       b_shape[1] = bias->size(0);
@@ -234,7 +271,7 @@ Tensor conv_impl(const char* op, int64_t n, const Tensor& input, const Tensor& w
   const bool need_x = autograd::requires_grad(x), need_w = autograd::requires_grad(w),
              need_b = bias && autograd::requires_grad(*bias);
   autograd::record("ConvolutionBackward0", {&out}, {&x, &w, bias ? &*bias : nullptr}, {x, w},
-                   [g, n, ct, a, need_x, need_w, need_b](const std::vector<Tensor>& grads,
+                   [g, n, ct, a, format, need_x, need_w, need_b](const std::vector<Tensor>& grads,
                                                         const std::vector<Tensor>& saved) {
                      const Tensor &gy = grads[0], &xs = saved[0], &ws = saved[1];
                      if (autograd::needs_grad(gy, xs, ws)) {  // Note [Convolution double backward]
@@ -243,10 +280,10 @@ Tensor conv_impl(const char* op, int64_t n, const Tensor& input, const Tensor& w
                      }
                      std::vector<Tensor> out(3);
                      // Transposed: x is the y-space of g and the gradient is y-space from x-space.
-                     if (need_x) out[0] = run_product(g, a.transposed, gy, ws, xs.sizes(), ct);
+                     if (need_x) out[0] = run_product(g, a.transposed, gy, ws, xs.sizes(), ct, format);
                      if (need_w)
-                       out[1] = a.transposed ? weight_grad(g, gy, xs, ws.sizes(), ct)
-                                             : weight_grad(g, xs, gy, ws.sizes(), ct);
+                       out[1] = a.transposed ? weight_grad(g, gy, xs, ws.sizes(), ct, format)
+                                             : weight_grad(g, xs, gy, ws.sizes(), ct, format);
                      if (need_b) {
                        Dims dims = {0};
                        for (int64_t i = 0; i < n; ++i) dims.push_back(2 + i);

@@ -249,6 +249,17 @@ Module& Module::to(DType dtype) {
   return *this;
 }
 
+Module& Module::to(MemoryFormat format) {
+  autograd::NoGradGuard no_grad;
+  visit(true, [&](const std::string&, Module& m) {
+    for (const auto* entries : {&m.parameters_, &m.buffers_})
+      for (const auto& [name, t] : *entries)
+        if (t.defined() && (t.dim() == 4 || t.dim() == 5) && !t.is_contiguous(format))
+          t.set_data(t.contiguous(format));
+  });
+  return *this;
+}
+
 Module& Module::apply(const std::function<void(Module&)>& fn) {
   for (const auto& [name, child] : children_) child->apply(fn);
   fn(*this);

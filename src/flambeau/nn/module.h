@@ -159,6 +159,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // Tensor handles stay the same objects (so optimizers holding them keep working), only
   // their data is replaced.
   Module& to(DType dtype);
+  // Lays the 4-d and 5-d parameters and buffers out in `format` (channels-last for
+  // convolutions: Note [Channels-last convolutions]), in place, as torch's
+  // Module.to(memory_format=); ValueError when a 5-d one is asked for ChannelsLast.
+  Module& to(MemoryFormat format);
   // fn on every descendant (children first), then on this module.
   Module& apply(const std::function<void(Module&)>& fn);
 

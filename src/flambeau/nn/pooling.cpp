@@ -110,8 +110,9 @@ Pool window_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_
     FLB_CHECK(d[i] > 0, ValueError, "[", op, "] dilation should be greater than zero, but got dilation=",
               shape_str(d));
     FLB_CHECK(p[i] >= 0, ValueError, "[", op, "] pad must be non-negative, but got pad=", shape_str(p));
-    FLB_CHECK(p[i] <= ((k[i] - 1) * d[i] + 1) / 2, ValueError, "[", op,
-              "] pad should be at most half of effective kernel size, but got pad=", shape_str(p),
+    // torch's rule: half the kernel, whatever the dilation.
+    FLB_CHECK(p[i] <= k[i] / 2, ValueError, "[", op, "] pad should be at most half of kernel size, but got pad=",
+              shape_str(p),
               ", kernel_size=", shape_str(k), " and dilation=", shape_str(d));
   }
   Pool r;
@@ -272,9 +273,10 @@ std::pair<Tensor, Tensor> max_pool(const char* op, int64_t n, const Tensor& x, c
                                 x.unsqueeze(-2), as_2d(pool), MaxForward{});
     return {v.squeeze(-2), i.squeeze(-2)};
   }
-  return max_primitive(n == 2 ? "MaxPool2DWithIndicesBackward0" : "MaxPool3DWithIndicesBackward0",
-                       n == 2 ? "MaxPool2DWithIndicesBackwardBackward0" : "MaxPool3DWithIndicesBackwardBackward0", x,
-                       pool, MaxForward{});
+  auto [v, i] = max_primitive(n == 2 ? "MaxPool2DWithIndicesBackward0" : "MaxPool3DWithIndicesBackward0",
+                              n == 2 ? "MaxPool2DWithIndicesBackwardBackward0" : "MaxPool3DWithIndicesBackwardBackward0",
+                              x, pool, MaxForward{});
+  return {in_layout_of(v, x), in_layout_of(i, x)};
 }
 
 std::pair<Tensor, Tensor> adaptive_max(const char* op, int64_t n, const Tensor& x, const Dims& output_size) {
@@ -305,9 +307,10 @@ Tensor avg_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_s
     return avg_primitive("AvgPool2DBackward0", "AvgPool2DBackwardBackward0", x.unsqueeze(-2), as_2d(pool), forward,
                          backward, AvgTypes{})
         .squeeze(-2);
-  return avg_primitive(n == 2 ? "AvgPool2DBackward0" : "AvgPool3DBackward0",
-                       n == 2 ? "AvgPool2DBackwardBackward0" : "AvgPool3DBackwardBackward0", x, pool, forward, backward,
-                       AvgTypes{});
+  return in_layout_of(avg_primitive(n == 2 ? "AvgPool2DBackward0" : "AvgPool3DBackward0",
+                                    n == 2 ? "AvgPool2DBackwardBackward0" : "AvgPool3DBackwardBackward0", x, pool,
+                                    forward, backward, AvgTypes{}),
+                      x);
 }
 
 Tensor adaptive_avg(const char* op, int64_t n, const Tensor& x, const Dims& output_size) {

@@ -128,7 +128,7 @@ Tensor upsample(const char* node, ResampleMode mode, const Tensor& x, const Dims
                        });
                      return std::vector<Tensor>{gx};
                    });
-  return result;
+  return in_layout_of(result, x);
 }
 
 // ---- unfold / fold ----

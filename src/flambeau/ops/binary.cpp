@@ -178,7 +178,7 @@ Tensor binary(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, S
   if (!is_floating(dt) && op == BinaryOp::add) FLB_CHECK(!alpha.is_floating(), TypeError, "[", name,
                                                     "] for integral input tensors, argument alpha must not be a floating point number");
   if (inplace) ops::check_inplace(name, *inplace, dt, shape);
-  Tensor out = inplace ? *inplace : empty(shape, dt);
+  Tensor out = inplace ? *inplace : ops::empty_result(shape, dt, {a, b});
   Tensor b_copy;
   const Tensor& bb = inplace ? (b_copy = ops::unalias(out, b)) : b;
   ops::ElemLoop L = ops::make_elem_loop(out, {a, bb});
@@ -210,7 +210,7 @@ enum class Cmp { eq, ne, lt, le, gt, ge };
 Tensor compare(const char* name, Cmp op, const Tensor& a, const Tensor& b) {
   const Dims shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   const DType dt = result_type(a, b);
-  Tensor out = empty(shape, kBool);
+  Tensor out = ops::empty_result(shape, kBool, {a, b});
   ops::ElemLoop L = ops::make_elem_loop(out, {a, b});
   ops::visit_compute_type(dt, [&]<class CT>() {
     switch (op) {
@@ -227,14 +227,15 @@ Tensor compare(const char* name, Cmp op, const Tensor& a, const Tensor& b) {
 
 template <class F>
 Tensor logical(const char* name, const Tensor& a, const Tensor& b, const F& f) {
-  Tensor out = empty(broadcast_shapes(a.sizes(), b.sizes(), name), kBool);
+  Tensor out = ops::empty_result(broadcast_shapes(a.sizes(), b.sizes(), name), kBool, {a, b});
   ops::map_elementwise<bool, bool, 2>(ops::make_elem_loop(out, {a, b}), f);
   return out;
 }
 
 // A new output for a ternary op: the broadcast shape of its three operands.
 Tensor ternary_out(const char* name, const Tensor& a, const Tensor& b, const Tensor& c, DType dt) {
-  return empty(broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes(), name), c.sizes(), name), dt);
+  return ops::empty_result(broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes(), name), c.sizes(), name), dt,
+                           {a, b, c});
 }
 
 }  // namespace

@@ -114,9 +114,25 @@ Tensor Tensor::contiguous() const {
   });
 }
 
-Tensor Tensor::clone() const {
-  return autograd::diff_member("clone", *this)([&]() -> Tensor {
-    Tensor out = empty(sizes(), dtype(), device());
+Tensor in_layout_of(const Tensor& y, const Tensor& x) {
+  if (x.is_contiguous() || (x.dim() != 4 && x.dim() != 5) || y.dim() != x.dim()) return y;
+  const MemoryFormat format = suggest_memory_format(x);
+  return format == MemoryFormat::Contiguous ? y : y.contiguous(format);
+}
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::Contiguous) return contiguous();
+  FLB_CHECK(format != MemoryFormat::Preserve, ValueError,
+            "[contiguous] preserve memory format is unsupported by the contiguous operator");
+  memory_format_strides(sizes(), format, "contiguous");  // checks the rank
+  return op_hook::op("contiguous", *this, format)([&]() -> Tensor {
+    return is_contiguous(format) ? *this : clone(format);
+  });
+}
+
+Tensor Tensor::clone(MemoryFormat format) const {
+  return autograd::diff_member("clone", *this, format)([&]() -> Tensor {
+    Tensor out = empty_like(*this, std::nullopt, format);
     copy_values(out, *this);
     return out;
   }, [&](Tensor& out) { autograd::derivative::clone(out, *this); });
@@ -125,7 +141,8 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType dt) const {
   return autograd::diff_member("to", *this, dt)([&]() -> Tensor {
     if (dt == dtype()) return *this;
-    Tensor out = empty(sizes(), dt, device());
+    const MemoryFormat format = is_contiguous() ? MemoryFormat::Contiguous : suggest_memory_format(*this);
+    Tensor out = format == MemoryFormat::Contiguous ? empty(sizes(), dt, device()) : empty(sizes(), dt, format);
     copy_values(out, *this);
     return out;
   }, [&](Tensor& out) { autograd::derivative::to(out, *this, dt); });

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "flambeau/core/parallel.h"
+#include "flambeau/ops/ops.h"
 
 namespace flambeau::ops {
 
@@ -74,6 +75,16 @@ ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<std::reference_
     for (int op = 0; op < L.n_ops; ++op) L.strides[op].push_back(0);
   }
   return L;
+}
+
+Tensor empty_result(const Dims& shape, DType dtype, std::initializer_list<std::reference_wrapper<const Tensor>> inputs) {
+  for (const Tensor& t : inputs) {
+    if (t.sizes() != shape) continue;
+    if (!t.is_contiguous() && (t.dim() == 4 || t.dim() == 5))
+      if (const MemoryFormat f = suggest_memory_format(t); f != MemoryFormat::Contiguous) return empty(shape, dtype, f);
+    break;
+  }
+  return empty(shape, dtype);
 }
 
 Tensor unalias(const Tensor& out, const Tensor& in) {

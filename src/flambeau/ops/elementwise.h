@@ -25,6 +25,10 @@ struct ElemLoop {
   int64_t numel = 0;
 };
 
+// The result of an elementwise op: channels-last when the first input of the result's shape
+// is (as torch's TensorIterator, which follows its operands' layout), else row-major.
+Tensor empty_result(const Dims& shape, DType dtype, std::initializer_list<std::reference_wrapper<const Tensor>> inputs);
+
 // `inputs` must broadcast to out's shape.
 ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<std::reference_wrapper<const Tensor>> inputs);
 

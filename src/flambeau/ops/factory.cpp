@@ -18,6 +18,12 @@ FLB_OP(empty, (const Dims& shape, DType dtype, Device device), (shape, dtype, de
   return make_tensor(Storage::allocate(checked_nbytes(shape, itemsize(dtype), "empty"), device), dtype, shape);
 }
 
+Tensor empty(const Dims& shape, DType dtype, MemoryFormat format) {
+  if (format == MemoryFormat::Contiguous) return empty(shape, dtype);
+  return make_tensor(Storage::allocate(checked_nbytes(shape, itemsize(dtype), "empty"), kCPU), dtype, shape,
+                     memory_format_strides(shape, format, "empty"));
+}
+
 FLB_OP(zeros,
        (const Dims& shape, DType dtype, Device device),
        (shape, dtype, device), Tensor) { return empty(shape, dtype, device).fill_(0); }
@@ -106,17 +112,25 @@ FLB_OP(eye, (int64_t n, int64_t m, DType dtype), (n, m, dtype), Tensor) {
   return t;
 }
 
-FLB_OP(empty_like, (const Tensor& t, std::optional<DType> dtype), (t, dtype), Tensor) {
-  return empty(t.sizes(), dtype.value_or(t.dtype()), t.device());
+FLB_OP(empty_like, (const Tensor& t, std::optional<DType> dtype, MemoryFormat format), (t, dtype, format), Tensor) {
+  const DType dt = dtype.value_or(t.dtype());
+  if (format == MemoryFormat::Preserve) {
+    if (!t.is_contiguous() && is_non_overlapping_and_dense(t))
+      return make_tensor(Storage::allocate(checked_nbytes(t.sizes(), itemsize(dt), "empty_like"), t.device()), dt,
+                         t.sizes(), t.strides());
+    format = suggest_memory_format(t);
+  }
+  return format == MemoryFormat::Contiguous ? empty(t.sizes(), dt, t.device()) : empty(t.sizes(), dt, format);
 }
 FLB_OP(zeros_like,
-       (const Tensor& t, std::optional<DType> dtype),
-       (t, dtype), Tensor) { return empty_like(t, dtype).fill_(0); }
+       (const Tensor& t, std::optional<DType> dtype, MemoryFormat format),
+       (t, dtype, format), Tensor) { return empty_like(t, dtype, format).fill_(0); }
 FLB_OP(ones_like,
-       (const Tensor& t, std::optional<DType> dtype),
-       (t, dtype), Tensor) { return empty_like(t, dtype).fill_(1); }
-FLB_OP(full_like, (const Tensor& t, Scalar value, std::optional<DType> dtype), (t, value, dtype), Tensor) {
-  return empty_like(t, dtype).fill_(value);
+       (const Tensor& t, std::optional<DType> dtype, MemoryFormat format),
+       (t, dtype, format), Tensor) { return empty_like(t, dtype, format).fill_(1); }
+FLB_OP(full_like, (const Tensor& t, Scalar value, std::optional<DType> dtype, MemoryFormat format),
+       (t, value, dtype, format), Tensor) {
+  return empty_like(t, dtype, format).fill_(value);
 }
 
 template <class T>

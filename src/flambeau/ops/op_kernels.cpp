@@ -109,8 +109,11 @@ Tensor as_strided(const Tensor& t, const Dims& size, const Dims& stride, std::op
 }
 Tensor expand_as(const Tensor& t, const Tensor& other) { return t.expand(other.sizes()); }
 Tensor view_as(const Tensor& t, const Tensor& other) { return t.view(other.sizes()); }
-Tensor contiguous(const Tensor& t) { return t.contiguous(); }
-Tensor clone(const Tensor& t) { return t.clone(); }
+Tensor contiguous(const Tensor& t, MemoryFormat format) { return t.contiguous(format); }
+// None: torch's default, preserve_format.
+Tensor clone(const Tensor& t, std::optional<MemoryFormat> format) {
+  return t.clone(format.value_or(MemoryFormat::Preserve));
+}
 Tensor copy_(Tensor& t, const Tensor& src) { return t.copy_(src); }
 Tensor fill_(Tensor& t, Scalar value) { return t.fill_(value); }
 Tensor zero_(Tensor& t) { return t.zero_(); }

@@ -120,8 +120,9 @@
   X(as_strided, "as_strided(Tensor input, int[] size, int[] stride, int? storage_offset=None) -> Tensor", Both, &adapt::as_strided) \
   X(expand_as, "expand_as(Tensor input, Tensor other) -> Tensor", Method, &adapt::expand_as)                         \
   X(view_as, "view_as(Tensor input, Tensor other) -> Tensor", Method, &adapt::view_as)                               \
-  X(contiguous, "contiguous(Tensor input) -> Tensor", Method, &adapt::contiguous)                                    \
-  X(clone, "clone(Tensor input) -> Tensor", Both, &adapt::clone)                                                     \
+  X(contiguous, "contiguous(Tensor input, *, MemoryFormat memory_format=contiguous_format) -> Tensor", Method,          \
+    &adapt::contiguous)                                                                                              \
+  X(clone, "clone(Tensor input, *, MemoryFormat? memory_format=None) -> Tensor", Both, &adapt::clone)                \
   X(copy_, "copy_(Tensor input, Tensor src) -> Tensor", Method, &adapt::copy_)                                       \
   X(fill_, "fill_(Tensor input, Scalar value) -> Tensor", Method, &adapt::fill_)                                     \
   X(zero_, "zero_(Tensor input) -> Tensor", Method, &adapt::zero_)                                                   \
@@ -473,6 +474,7 @@ constexpr bool carries(std::string_view t) {
     if constexpr (std::is_same_v<T, Scalar>) return base == "Scalar";
     if constexpr (std::is_same_v<T, DType>) return base == "ScalarType";
     if constexpr (std::is_same_v<T, Generator>) return base == "Generator";
+    if constexpr (std::is_same_v<T, MemoryFormat>) return base == "MemoryFormat";
     return false;
   }
 }

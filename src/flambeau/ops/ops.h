@@ -22,10 +22,18 @@ Tensor arange(Scalar end, std::optional<DType> dtype = {});
 Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = {});
 Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
 Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
-Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {});
-Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = {});
-Tensor ones_like(const Tensor& t, std::optional<DType> dtype = {});
-Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype = {});
+// y, a result computed row-major from x, laid out as x when x is channels-last (torch's
+// pooling, normalisation and resampling ops keep that layout); else y itself.
+Tensor in_layout_of(const Tensor& y, const Tensor& x);
+// A dense tensor laid out in `format` (not Preserve).
+Tensor empty(const Dims& shape, DType dtype, MemoryFormat format);
+// t's shape, row-major by default; Preserve (torch's default, Python's here) keeps t's
+// strides where t is dense and non-overlapping, else takes suggest_memory_format(t).
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {}, MemoryFormat format = MemoryFormat::Contiguous);
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = {}, MemoryFormat format = MemoryFormat::Contiguous);
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype = {}, MemoryFormat format = MemoryFormat::Contiguous);
+Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype = {},
+                 MemoryFormat format = MemoryFormat::Contiguous);
 // A 0-dim tensor; dtype defaults as in full().
 Tensor scalar_tensor(Scalar value, std::optional<DType> dtype = {});
 // Copies `values` (row-major) into a new tensor of `shape` (default: 1-D).

@@ -52,6 +52,7 @@ bool fits(const Value& v, const SchemaArg& a) {
     case ArgKind::Str: return std::holds_alternative<std::string>(v);
     case ArgKind::Scalar: return number;
     case ArgKind::ScalarType: return std::holds_alternative<DType>(v);
+    case ArgKind::MemoryFormat: return std::holds_alternative<int64_t>(v);
     case ArgKind::Generator: {
       auto* o = std::get_if<op_hook::Opaque>(&v);
       return o && o->generator;
@@ -116,6 +117,12 @@ Value default_value(const SchemaArg& arg) {
   FLB_CHECK(arg.default_value, ValueError, "[default_value] argument '", arg.name, "' has no default");
   const std::string& d = *arg.default_value;
   if (d == "None") return {};
+  if (arg.kind == ArgKind::MemoryFormat) {
+    for (auto f : {MemoryFormat::Contiguous, MemoryFormat::Preserve, MemoryFormat::ChannelsLast,
+                   MemoryFormat::ChannelsLast3d})
+      if (d == memory_format_name(f)) return int64_t(f);
+    throw ValueError("[default_value] '" + d + "' is not a memory format");
+  }
   if (d == "True" || d == "False") return d == "True";
   if (d.size() >= 2 && d.front() == '"') return d.substr(1, d.size() - 2);
   if (d.front() == '[') {

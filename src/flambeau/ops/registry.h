@@ -112,6 +112,14 @@ struct Unbox<DType> {
   }
 };
 template <>
+struct Unbox<MemoryFormat> {
+  static MemoryFormat get(const Value& v) {
+    if (auto* i = std::get_if<int64_t>(&v); i && *i >= 0 && *i <= int64_t(MemoryFormat::ChannelsLast3d))
+      return MemoryFormat(*i);
+    bad_boxed_argument("a memory format");
+  }
+};
+template <>
 struct Unbox<std::string> {
   static std::string get(const Value& v) {
     if (auto* s = std::get_if<std::string>(&v)) return *s;

@@ -14,6 +14,7 @@ constexpr std::pair<std::string_view, ArgKind> kKinds[] = {
     {"Tensor", ArgKind::Tensor}, {"int", ArgKind::Int},       {"SymInt", ArgKind::Int},
     {"float", ArgKind::Float},   {"bool", ArgKind::Bool},     {"str", ArgKind::Str},
     {"Scalar", ArgKind::Scalar}, {"ScalarType", ArgKind::ScalarType}, {"Generator", ArgKind::Generator},
+    {"MemoryFormat", ArgKind::MemoryFormat},
 };
 
 class Parser {

@@ -14,7 +14,8 @@
 namespace flambeau {
 
 // The kinds of values an argument or a result can hold (the base type of the text).
-enum class ArgKind : uint8_t { Tensor, Int, Float, Bool, Str, Scalar, ScalarType, Generator };
+// MemoryFormat is boxed as an int64 (MemoryFormat's value), as torch boxes it.
+enum class ArgKind : uint8_t { Tensor, Int, Float, Bool, Str, Scalar, ScalarType, Generator, MemoryFormat };
 
 struct SchemaArg {
   std::string name;  // empty for an unnamed result

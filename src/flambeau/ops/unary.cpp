@@ -78,7 +78,7 @@ Tensor unary(const char* name, UnaryOp op, UnaryKind kind, const Tensor& t, Tens
               op == UnaryOp::neg ? "; use logical_not() to invert a mask" : "");
   }
   if (inplace) ops::check_inplace(name, *inplace, out_dt, t.sizes());
-  Tensor out = inplace ? *inplace : empty(t.sizes(), out_dt);
+  Tensor out = inplace ? *inplace : ops::empty_result(t.sizes(), out_dt, {t});
   if (is_floating(out_dt)) {
     run_float_unary(op, t, out);
   } else {
@@ -95,7 +95,7 @@ Tensor unary(const char* name, UnaryOp op, UnaryKind kind, const Tensor& t, Tens
 
 template <class F>
 Tensor predicate(const Tensor& t, const F& f) {
-  Tensor out = empty(t.sizes(), kBool);
+  Tensor out = ops::empty_result(t.sizes(), kBool, {t});
   ops::ElemLoop L = ops::make_elem_loop(out, {t});
   ops::visit_compute_type(t.dtype(), [&]<class CT>() { ops::map_elementwise<CT, bool, 1>(L, f); });
   return out;
@@ -135,7 +135,7 @@ FLB_OP(gelu, (const Tensor& t, const std::string& approximate), (t, approximate)
 FLB_DIFF_OP(softplus, (const Tensor& t, double beta, double threshold), (t, beta, threshold), Tensor) {
   FLB_CHECK(is_floating(t.dtype()), TypeError, "[softplus] not implemented for '", dtype_name(t.dtype()),
             "': expected a floating point tensor");
-  Tensor out = empty(t.sizes(), t.dtype());
+  Tensor out = ops::empty_result(t.sizes(), t.dtype(), {t});
   ops::ElemLoop L = ops::make_elem_loop(out, {t});
   ops::visit_compute_type(t.dtype(), [&]<class CT>() {
     const CT b = CT(beta), th = CT(threshold);

@@ -1,5 +1,7 @@
 // SGD, Adam and AdamW steps, fused over all parameters (one parallel loop, elements of
-// every parameter in a fixed order; results do not depend on the thread count).
+// every parameter in a fixed order; results do not depend on the thread count). A
+// parameter may have any dense layout (channels-last weights): its gradient and state are
+// laid out as it is, so the loop walks the same memory order in all of them.
 #include "flambeau/optim/optim.h"
 
 #include <algorithm>
@@ -14,9 +16,9 @@ namespace flambeau::optim {
 namespace {
 
 void check_param(const char* op, const Tensor& p) {
-  FLB_CHECK(p.is_floating_point() && p.is_contiguous() && !is_reduced_float(p.dtype()), TypeError, "[", op,
-            "] parameters must be contiguous float32 or float64 tensors, got ", dtype_name(p.dtype()), " ",
-            shape_str(p.sizes()));
+  FLB_CHECK(p.is_floating_point() && is_non_overlapping_and_dense(p) && !is_reduced_float(p.dtype()), TypeError,
+            "[", op, "] parameters must be dense float32 or float64 tensors, got ", dtype_name(p.dtype()), " ",
+            shape_str(p.sizes()), " with strides ", shape_str(p.strides()));
 }
 
 // Calls f.template operator()<T>(i, param, grad, begin, end) on runs of the elements of
@@ -38,6 +40,15 @@ void for_all_elements(const std::vector<Tensor>& params, const std::vector<size_
   });
 }
 
+// Whether dense g and p put their elements in the same memory order.
+bool same_layout(const Tensor& g, const Tensor& p) {
+  if (g.is_contiguous() && p.is_contiguous()) return true;
+  if (!is_non_overlapping_and_dense(g)) return false;
+  for (int64_t d = 0; d < g.dim(); ++d)
+    if (g.size(d) != 1 && g.stride(d) != p.stride(d)) return false;
+  return true;
+}
+
 // Parameters that have a gradient; checks their layout and the gradient's.
 std::vector<size_t> with_grads(const char* op, const std::vector<Tensor>& params) {
   std::vector<size_t> ids;
@@ -45,8 +56,13 @@ std::vector<size_t> with_grads(const char* op, const std::vector<Tensor>& params
     const Tensor g = params[i].grad();
     if (!g.defined()) continue;
     check_param(op, params[i]);
-    FLB_CHECK(g.sizes() == params[i].sizes() && g.dtype() == params[i].dtype() && g.is_contiguous(), ValueError, "[",
-              op, "] the gradient of parameter ", i, " must match it in shape, dtype and layout");
+    FLB_CHECK(g.sizes() == params[i].sizes() && g.dtype() == params[i].dtype(), ValueError, "[", op,
+              "] the gradient of parameter ", i, " must match it in shape and dtype");
+    if (!same_layout(g, params[i])) {  // a gradient set by hand: laid out as the parameter for the step
+      Tensor laid = empty_like(params[i], std::nullopt, MemoryFormat::Preserve);
+      laid.copy_(g);
+      Tensor(params[i]).set_grad(laid);
+    }
     ids.push_back(i);
   }
   return ids;
@@ -94,7 +110,7 @@ void SGD::step() {
     std::vector<bool> first(params_.size(), false);
     for (size_t i : ids)
       if (opt_.momentum != 0 && !buffers_[i].defined()) {
-        buffers_[i] = empty(params_[i].sizes(), params_[i].dtype());
+        buffers_[i] = empty_like(params_[i], std::nullopt, MemoryFormat::Preserve);
         first[i] = true;  // torch: the first buffer is the gradient itself (no dampening)
       }
     const double lr = lr_;
@@ -132,8 +148,8 @@ void Adam::step() {
     const std::vector<size_t> ids = with_grads(decoupled_ ? "AdamW" : "Adam", params_);
     for (size_t i : ids) {
       if (!exp_avg_[i].defined()) {
-        exp_avg_[i] = zeros(params_[i].sizes(), params_[i].dtype());
-        exp_avg_sq_[i] = zeros(params_[i].sizes(), params_[i].dtype());
+        exp_avg_[i] = zeros_like(params_[i], std::nullopt, MemoryFormat::Preserve);
+        exp_avg_sq_[i] = zeros_like(params_[i], std::nullopt, MemoryFormat::Preserve);
       }
       ++steps_[i];
     }
@@ -217,7 +233,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   for (size_t i = 0; i < params_.size(); ++i) {
     std::map<std::string, Tensor> st;
     for (const auto& [n, t] : state.params[i])
-      st[n] = n == "step" ? t.to(kFloat32).clone() : t.to(params_[i].dtype()).contiguous().clone();
+      st[n] = n == "step" ? t.to(kFloat32).clone() : empty_like(params_[i], std::nullopt, MemoryFormat::Preserve).copy_(t);
     set_param_state(i, st);
   }
 }

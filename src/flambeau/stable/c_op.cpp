@@ -75,6 +75,7 @@ struct CArgs {
         out.kind = FLB_VALUE_TENSOR, out.v.tensor = borrow(*t);
         return out;
       }
+      case ArgKind::MemoryFormat:
       case ArgKind::Int: out.kind = FLB_VALUE_INT, out.v.i = std::get<int64_t>(v); return out;
       case ArgKind::Float: out.kind = FLB_VALUE_FLOAT, out.v.f = detail::Unbox<double>::get(v); return out;
       case ArgKind::Bool: out.kind = FLB_VALUE_BOOL, out.v.b = std::get<bool>(v); return out;

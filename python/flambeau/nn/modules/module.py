@@ -436,17 +436,31 @@ class Module:
         fn(self)
         return self
 
-    def to(self, dtype):
-        """Converts floating parameters and buffers to dtype in place (the Parameter objects
-        stay the same, so optimizers built before still hold them), as torch does."""
+    def to(self, *args, **kwargs):
+        """to(dtype), to(device=None, dtype=None, non_blocking=False), to(tensor) or
+        to(memory_format=...), as torch: floating parameters and buffers take the dtype, 4-d
+        and 5-d ones the memory format, in place (the Parameter objects stay the same, so
+        optimizers built before still hold them)."""
+        dtype, memory_format = _to_arguments("Module.to", args, kwargs)
+
+        def convert(t):
+            if dtype is not None and t.is_floating_point() and t.dtype is not dtype:
+                t = t.to(dtype)
+            if memory_format is not None and t.dim() in (4, 5):
+                t = t.to(memory_format=memory_format)
+            return t
+
         for m in self.modules():
             for p in m._parameters.values():
-                if p is not None and p.is_floating_point() and p.dtype is not dtype:
-                    p._set_data(p.detach().to(dtype))
+                if p is None:
+                    continue
+                new = convert(p.detach())
+                if new.dtype is not p.dtype or new.stride() != p.stride():
+                    p._set_data(new)
                     p.grad = None
             for name, b in list(m._buffers.items()):
-                if b is not None and b.is_floating_point():
-                    m._buffers[name] = b.to(dtype)
+                if b is not None:
+                    m._buffers[name] = convert(b)
         return self
 
     def float(self):
@@ -463,3 +477,27 @@ class Module:
         head = f"{type(self).__name__}({self.extra_repr()}"
         return head + (")" if not lines else "\n  " + "\n  ".join(lines) + "\n)")
 
+
+
+def _to_arguments(op, args, kwargs):
+    """(dtype or None, memory_format or None) of Module.to's arguments; the device must be the cpu."""
+    dtype, memory_format, device = kwargs.pop("dtype", None), kwargs.pop("memory_format", None), kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    if kwargs:
+        raise TypeError(f"{op}() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    for a in args:
+        if isinstance(a, _C.dtype):
+            dtype = a
+        elif isinstance(a, _C.Tensor):
+            dtype = a.dtype
+        elif isinstance(a, (str, _C.device)):
+            device = a
+        elif isinstance(a, bool):
+            pass  # non_blocking
+        else:
+            raise TypeError(f"{op}() received an invalid combination of arguments: {type(a).__name__}")
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise RuntimeError(f"{op}: device {device} is not available: this build of flambeau supports only the cpu")
+    if dtype is not None and not dtype.is_floating_point:
+        raise TypeError(f"{op}() only accepts floating point dtypes, but got desired dtype={dtype}")
+    return dtype, memory_format

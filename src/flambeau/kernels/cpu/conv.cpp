@@ -408,6 +408,32 @@ void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
 
 }  // namespace
 
+bool conv_backward_weight_channels_last(const ConvGeometry& g, const float* x, const float* gy, float* gw) {
+  const profiler::Scope scope("conv_backward_weight", profiler::EventKind::Kernel);
+  const int64_t size = g.out_channels * (g.in_channels / g.groups) * g.kernel_volume();
+  std::fill(gw, gw + size, 0.0f);
+  if (g.batch == 0) return true;
+  const int64_t blocks = std::min(g.batch, processors());
+  std::vector<float> partial(size_t((blocks - 1) * size));
+  std::vector<char> done(size_t(blocks), 0);
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t n0 = b * g.batch / blocks, n1 = (b + 1) * g.batch / blocks;
+      ConvGeometry block = g;
+      block.batch = n1 - n0;
+      done[size_t(b)] = onednn_conv_backward_weight_1t(block, x + n0 * g.in_channels * g.in_volume(),
+                                                       gy + n0 * g.out_channels * g.out_volume(),
+                                                       b == 0 ? gw : partial.data() + (b - 1) * size);
+    }
+  });
+  if (std::count(done.begin(), done.end(), 0)) return false;
+  for (int64_t b = 1; b < blocks; ++b) {
+    const float* p = partial.data() + (b - 1) * size;
+    for (int64_t i = 0; i < size; ++i) gw[i] += p[i];
+  }
+  return true;
+}
+
 void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y) {
   forward(g, x, w, bias, y);
 }

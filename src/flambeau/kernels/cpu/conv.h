@@ -17,6 +17,9 @@ struct ConvGeometry {
   int64_t batch = 0, groups = 1, in_channels = 0, out_channels = 0;
   std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, pad{0, 0, 0},
       dilation{1, 1, 1};
+  // x and y (and their gradients) stored channels-last: N, D, H, W, C. Only the oneDNN
+  // products and conv_backward_weight_channels_last take such a geometry.
+  bool channels_last = false;
   int64_t in_volume() const { return in[0] * in[1] * in[2]; }
   int64_t out_volume() const { return out[0] * out[1] * out[2]; }
   int64_t kernel_volume() const { return kernel[0] * kernel[1] * kernel[2]; }
@@ -41,6 +44,10 @@ bool onednn_conv_forward(const ConvGeometry& g, const float* x, const float* w, 
 bool onednn_conv_backward_input(const ConvGeometry& g, const float* gy, const float* w, float* gx);
 // gw = the weight gradient of g's batch, computed in the calling thread alone.
 bool onednn_conv_backward_weight_1t(const ConvGeometry& g, const float* x, const float* gy, float* gw);
+// The weight gradient of a channels-last geometry: oneDNN's in the fixed batch blocks of
+// conv_backward_weight (so bits do not depend on the thread count); false when oneDNN has
+// no direct kernel for it (gw then holds garbage).
+bool conv_backward_weight_channels_last(const ConvGeometry& g, const float* x, const float* gy, float* gw);
 
 // One image's patches (F.unfold): cols[channels * kernel_volume, out_volume] from
 // x[channels, D, H, W] (cols overwritten); fold_image adds cols folded back into x (F.fold,
