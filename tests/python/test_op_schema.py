@@ -41,9 +41,10 @@ MEMORY_FORMATS = ("contiguous_format", "preserve_format", "channels_last", "chan
 
 
 def literal(text, lib=fl):
-    """A schema default as a Python value (a memory format: lib's object of that name)."""
+    """A schema default as a Python value (a memory format: flambeau's object of that name,
+    or for lib=torch the number aten's schema boxes it as, c10::MemoryFormat's value)."""
     if text in MEMORY_FORMATS:
-        return getattr(lib, text)
+        return MEMORY_FORMATS.index(text) if lib is torch else getattr(lib, text)
     return None if text is None else ast.literal_eval(text)
 
 

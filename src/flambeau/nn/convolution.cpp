@@ -126,17 +126,17 @@ void visit_compute(DType ct, F&& f) {
   else f.template operator()<float>();
 }
 
-// Note [Channels-last convolutions]: as torch, a convolution whose input or weight is
+// Note [Channels-last convolutions]: as torch, a 2-d convolution whose input or weight is
 // channels-last (suggest_memory_format) computes and returns channels-last tensors: its
-// output and its input gradient. float32 problems that oneDNN has a direct kernel for read
+// output and its input gradient (a 3-d one's are row-major, as torch's on the CPU). float32 problems that oneDNN has a direct kernel for read
 // and write that layout as it is, with no copy (oneDNN's NHWC kernels); the others (float64,
 // no oneDNN, FLAMBEAU_ONEDNN_F32=0, no direct kernel) copy to row-major, run the kernels of
 // kernels/cpu/conv.h, and copy the result back. The weight stays row-major, as oneDNN
 // reorders it anyway. Bits do not depend on the thread count either way.
 MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
-  if (x.dim() != 4 && x.dim() != 5) return MemoryFormat::Contiguous;
-  const MemoryFormat cl = x.dim() == 4 ? MemoryFormat::ChannelsLast : MemoryFormat::ChannelsLast3d;
-  return suggest_memory_format(x) == cl || suggest_memory_format(w) == cl ? cl : MemoryFormat::Contiguous;
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;  // 2-d only: torch's conv3d gives row-major results
+  return x.dim() == 4 && (suggest_memory_format(x) == cl || suggest_memory_format(w) == cl) ? cl
+                                                                                              : MemoryFormat::Contiguous;
 }
 
 // g as its channels-last problem, when oneDNN may take one.

@@ -327,10 +327,11 @@ Tensor adaptive_avg(const char* op, int64_t n, const Tensor& x, const Dims& outp
                          backward, Floats{})
         .squeeze(-2);
   }
-  if (ones) return mean(x, n == 2 ? Dims{-1, -2} : Dims{-1, -2, -3}, true);
-  return avg_primitive(n == 2 ? "AdaptiveAvgPool2DBackward0" : "AdaptiveAvgPool3DBackward0",
-                       n == 2 ? "AdaptiveAvgPool2DBackwardBackward0" : "AdaptiveAvgPool3DBackwardBackward0", x, pool,
-                       forward, backward, Floats{});
+  if (ones) return in_layout_of(mean(x, n == 2 ? Dims{-1, -2} : Dims{-1, -2, -3}, true), x);
+  return in_layout_of(avg_primitive(n == 2 ? "AdaptiveAvgPool2DBackward0" : "AdaptiveAvgPool3DBackward0",
+                                    n == 2 ? "AdaptiveAvgPool2DBackwardBackward0" : "AdaptiveAvgPool3DBackwardBackward0",
+                                    x, pool, forward, backward, Floats{}),
+                      x);
 }
 
 // Note [lp_pool]: composite, as torch's F.lp_pool*d: s = avg_pool(x^p) (no padding) times the

@@ -117,7 +117,9 @@ Tensor Tensor::contiguous() const {
 Tensor in_layout_of(const Tensor& y, const Tensor& x) {
   if (x.is_contiguous() || (x.dim() != 4 && x.dim() != 5) || y.dim() != x.dim()) return y;
   const MemoryFormat format = suggest_memory_format(x);
-  return format == MemoryFormat::Contiguous ? y : y.contiguous(format);
+  if (format == MemoryFormat::Contiguous || y.strides() == memory_format_strides(y.sizes(), format, "in_layout_of"))
+    return y;
+  return y.clone(format);  // (a copy of a few elements where only size-1 dims' strides differ)
 }
 
 Tensor Tensor::contiguous(MemoryFormat format) const {
@@ -142,7 +144,9 @@ Tensor Tensor::to(DType dt) const {
   return autograd::diff_member("to", *this, dt)([&]() -> Tensor {
     if (dt == dtype()) return *this;
     const MemoryFormat format = is_contiguous() ? MemoryFormat::Contiguous : suggest_memory_format(*this);
-    Tensor out = format == MemoryFormat::Contiguous ? empty(sizes(), dt, device()) : empty(sizes(), dt, format);
+    Tensor out = numel() == 0 ? empty_like(*this, dt, MemoryFormat::Preserve)  // torch keeps empty ones' strides
+                 : format == MemoryFormat::Contiguous ? empty(sizes(), dt, device())
+                                                      : empty(sizes(), dt, format);
     copy_values(out, *this);
     return out;
   }, [&](Tensor& out) { autograd::derivative::to(out, *this, dt); });

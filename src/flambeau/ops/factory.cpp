@@ -115,7 +115,7 @@ FLB_OP(eye, (int64_t n, int64_t m, DType dtype), (n, m, dtype), Tensor) {
 FLB_OP(empty_like, (const Tensor& t, std::optional<DType> dtype, MemoryFormat format), (t, dtype, format), Tensor) {
   const DType dt = dtype.value_or(t.dtype());
   if (format == MemoryFormat::Preserve) {
-    if (!t.is_contiguous() && is_non_overlapping_and_dense(t))
+    if (t.numel() == 0 || (!t.is_contiguous() && is_non_overlapping_and_dense(t)))  // torch: empty ones too
       return make_tensor(Storage::allocate(checked_nbytes(t.sizes(), itemsize(dt), "empty_like"), t.device()), dt,
                          t.sizes(), t.strides());
     format = suggest_memory_format(t);
