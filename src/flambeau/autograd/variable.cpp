@@ -66,21 +66,19 @@ Tensor SavedTensor::unpack(const Node& owner) const {
 // else holds it or its storage, and it is a plain contiguous tensor of the leaf's shape and
 // dtype without history (as torch's AccumulateGrad, which "steals" such gradients). Saves
 // a parameter-sized copy, e.g. the [V, D] weight gradient of linear_cross_entropy.
-// The layout is the leaf's when the leaf is dense (a channels-last weight), else row-major,
-// as torch's layout contract for gradients.
-static bool leaf_layout(const Tensor& g, const Tensor& leaf) {
-  if (leaf.is_contiguous() || !is_non_overlapping_and_dense(leaf)) return g.is_contiguous();
-  return g.strides() == leaf.strides();
-}
+// A gradient is laid out as its leaf when the leaf is dense (a channels-last weight), else
+// row-major, as torch's layout contract for gradients.
+static bool row_major_grad(const Tensor& leaf) { return leaf.is_contiguous() || !is_non_overlapping_and_dense(leaf); }
 static bool can_adopt(const Tensor& g, const Tensor& leaf) {
   const TensorImpl* i = g.impl();
   return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !i->view_base && !i->autograd &&
-         g.dtype() == leaf.dtype() && g.sizes() == leaf.sizes() && leaf_layout(g, leaf) &&
+         g.dtype() == leaf.dtype() && g.sizes() == leaf.sizes() &&
+         (row_major_grad(leaf) ? g.is_contiguous() : g.strides() == leaf.strides()) &&
          g.storage_offset() == 0 && g.device() == leaf.device();
 }
 // A copy of g in the leaf's dtype and layout.
 static Tensor copy_for(const Tensor& g, const Tensor& leaf) {
-  if (leaf.is_contiguous() || !is_non_overlapping_and_dense(leaf)) return g.to(leaf.dtype()).clone();
+  if (row_major_grad(leaf)) return g.to(leaf.dtype()).clone();
   Tensor out = empty_like(leaf, std::nullopt, MemoryFormat::Preserve);
   out.copy_(g);
   return out;

@@ -128,8 +128,9 @@ void visit_compute(DType ct, F&& f) {
 
 // Note [Channels-last convolutions]: as torch, a 2-d convolution whose input or weight is
 // channels-last (suggest_memory_format) computes and returns channels-last tensors: its
-// output and its input gradient (a 3-d one's are row-major, as torch's on the CPU). float32 problems that oneDNN has a direct kernel for read
-// and write that layout as it is, with no copy (oneDNN's NHWC kernels); the others (float64,
+// output and its input gradient (a 3-d one's are row-major, as torch's on the CPU). float32
+// problems that oneDNN has a direct kernel for read and write that layout as it is, with
+// no copy (oneDNN's NHWC kernels); the others (float64,
 // no oneDNN, FLAMBEAU_ONEDNN_F32=0, no direct kernel) copy to row-major, run the kernels of
 // kernels/cpu/conv.h, and copy the result back. The weight stays row-major, as oneDNN
 // reorders it anyway. Bits do not depend on the thread count either way.

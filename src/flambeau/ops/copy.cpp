@@ -115,8 +115,7 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor in_layout_of(const Tensor& y, const Tensor& x) {
-  if (x.is_contiguous() || (x.dim() != 4 && x.dim() != 5) || y.dim() != x.dim()) return y;
-  const MemoryFormat format = suggest_memory_format(x);
+  const MemoryFormat format = y.dim() == x.dim() ? ops::kept_memory_format(x) : MemoryFormat::Contiguous;
   if (format == MemoryFormat::Contiguous || y.strides() == memory_format_strides(y.sizes(), format, "in_layout_of"))
     return y;
   return y.clone(format);  // (a copy of a few elements where only size-1 dims' strides differ)
@@ -143,10 +142,8 @@ Tensor Tensor::clone(MemoryFormat format) const {
 Tensor Tensor::to(DType dt) const {
   return autograd::diff_member("to", *this, dt)([&]() -> Tensor {
     if (dt == dtype()) return *this;
-    const MemoryFormat format = is_contiguous() ? MemoryFormat::Contiguous : suggest_memory_format(*this);
-    Tensor out = numel() == 0 ? empty_like(*this, dt, MemoryFormat::Preserve)  // torch keeps empty ones' strides
-                 : format == MemoryFormat::Contiguous ? empty(sizes(), dt, device())
-                                                      : empty(sizes(), dt, format);
+    // torch keeps the strides of empty tensors.
+    Tensor out = empty_like(*this, dt, numel() == 0 ? MemoryFormat::Preserve : ops::kept_memory_format(*this));
     copy_values(out, *this);
     return out;
   }, [&](Tensor& out) { autograd::derivative::to(out, *this, dt); });

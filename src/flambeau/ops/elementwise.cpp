@@ -78,12 +78,8 @@ ElemLoop make_elem_loop(const Tensor& out, std::initializer_list<std::reference_
 }
 
 Tensor empty_result(const Dims& shape, DType dtype, std::initializer_list<std::reference_wrapper<const Tensor>> inputs) {
-  for (const Tensor& t : inputs) {
-    if (t.sizes() != shape) continue;
-    if (!t.is_contiguous() && (t.dim() == 4 || t.dim() == 5))
-      if (const MemoryFormat f = suggest_memory_format(t); f != MemoryFormat::Contiguous) return empty(shape, dtype, f);
-    break;
-  }
+  for (const Tensor& t : inputs)
+    if (t.sizes() == shape) return empty(shape, dtype, kept_memory_format(t));
   return empty(shape, dtype);
 }
 

@@ -25,6 +25,12 @@ struct ElemLoop {
   int64_t numel = 0;
 };
 
+// The layout a result computed from t keeps: suggest_memory_format(t) for a tensor that is
+// not row-major, else Contiguous (one test for row-major tensors, the common case).
+inline MemoryFormat kept_memory_format(const Tensor& t) {
+  return t.is_contiguous() ? MemoryFormat::Contiguous : suggest_memory_format(t);
+}
+
 // The result of an elementwise op: channels-last when the first input of the result's shape
 // is (as torch's TensorIterator, which follows its operands' layout), else row-major.
 Tensor empty_result(const Dims& shape, DType dtype, std::initializer_list<std::reference_wrapper<const Tensor>> inputs);

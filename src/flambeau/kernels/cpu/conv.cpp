@@ -354,6 +354,13 @@ void backward_input(const ConvGeometry& g, const T* gy, const T* w, T* gx) {
   });
 }
 
+// gw += the partials of blocks 1 .. blocks-1 (block 0 summed into gw), in block order.
+template <class T>
+void add_partials(T* gw, const T* partial, int64_t blocks, int64_t size) {
+  for (int64_t b = 1; b < blocks; ++b)
+    for (int64_t i = 0; i < size; ++i) gw[i] += partial[(b - 1) * size + i];
+}
+
 template <class T>
 void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
   const profiler::Scope scope("conv_backward_weight", profiler::EventKind::Kernel);
@@ -400,10 +407,7 @@ void backward_weight(const ConvGeometry& g, const T* x, const T* gy, T* gw) {
         }
     }
   });
-  for (int64_t b = 1; b < blocks; ++b) {
-    const T* p = partial.data() + (b - 1) * size;
-    for (int64_t i = 0; i < size; ++i) gw[i] += p[i];
-  }
+  add_partials(gw, partial.data(), blocks, size);
 }
 
 }  // namespace
@@ -427,10 +431,7 @@ bool conv_backward_weight_channels_last(const ConvGeometry& g, const float* x, c
     }
   });
   if (std::count(done.begin(), done.end(), 0)) return false;
-  for (int64_t b = 1; b < blocks; ++b) {
-    const float* p = partial.data() + (b - 1) * size;
-    for (int64_t i = 0; i < size; ++i) gw[i] += p[i];
-  }
+  add_partials(gw, partial.data(), blocks, size);
   return true;
 }
 
