@@ -1,8 +1,10 @@
 // batch_norm as one fused primitive (per-channel statistics over the batch and spatial
-// dims, running statistics updated in place, one fused backward), and group_norm,
-// instance_norm and local_response_norm on top of it and the other ops. Each channel is
-// reduced by one thread in a fixed order (double accumulators), so results do not depend
-// on the thread count.
+// dims, running statistics updated in place, one fused backward) on row-major or
+// channels-last tensors as they lie, and group_norm, instance_norm and local_response_norm
+// on top of it and the other ops. Each channel is reduced by one thread in a fixed order
+// (double accumulators, Note [Batch norm order]), so results do not depend on the thread
+// count or the layout.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -10,14 +12,23 @@
 #include "flambeau/core/op_hook.h"
 #include "flambeau/core/parallel.h"
 #include "flambeau/core/shape.h"
+#include "flambeau/kernels/cpu/simd_batch_norm.h"
 #include "flambeau/nn/functional.h"
+#include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::nn::functional {
 namespace {
 
+// x viewed as [n, c, inner]: row-major (value (n, c, i) at (n * c + c) * inner + i) or
+// channels-last, as it lies ((n * inner + i) * c + c).
 struct Planes {
-  int64_t n = 0, c = 0, inner = 1;  // x viewed as [n, c, inner]
+  int64_t n = 0, c = 0, inner = 1;
+  bool channels_last = false;
+  Planes(const Tensor& x, MemoryFormat format)
+      : n(x.size(0)), c(x.size(1)),
+        inner(x.dim() > 2 ? numel_of(Dims(x.sizes().data() + 2, size_t(x.dim() - 2))) : 1),
+        channels_last(format != MemoryFormat::Contiguous) {}
   int64_t count() const { return n * inner; }  // values per channel
 };
 
@@ -27,41 +38,103 @@ void visit_compute(DType ct, F&& f) {
   else f.template operator()<float>();
 }
 
-// Calls f(value index) over channel c's values in order.
+// Note [Batch norm order]: a channel's values in each image are cut into chunks of kChunk
+// positions. A chunk is summed in 8 interleaved double partial sums (position i to lane
+// i % 8; 8 independent chains instead of one, which bound the loop by the add's latency),
+// added as ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)); the channel's sum adds the chunks' in
+// (image, chunk) order. Row-major, threads split the channels; channels-last
+// (kernels/cpu/simd_batch_norm.h), they split the (image, chunk) units, each a run of whole
+// rows, and the units' sums are added in order afterwards. Either way every sum is the same
+// operations in the same order, so results are the same bits with any thread count and in
+// either layout.
+constexpr int64_t kChunk = 1024;
+
+double add_lanes(const double* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+
+// The sum of f(i) over channel c's values (row-major).
 template <class F>
-void for_channel(const Planes& p, int64_t c, const F& f) {
+double channel_sum(const Planes& p, int64_t c, const F& f) {
+  double total = 0;
+  for (int64_t n = 0; n < p.n; ++n) {
+    const int64_t base = (n * p.c + c) * p.inner;
+    for (int64_t k0 = 0; k0 < p.inner; k0 += kChunk) {
+      const int64_t k1 = std::min(p.inner, k0 + kChunk);
+      double lanes[8] = {};
+      int64_t i = k0;
+      for (; i + 8 <= k1; i += 8)
+        for (int j = 0; j < 8; ++j) lanes[j] += f(base + i + j);
+      for (; i < k1; ++i) lanes[(i - k0) % 8] += f(base + i);
+      total += add_lanes(lanes);
+    }
+  }
+  return total;
+}
+
+// f(c) for each channel, in parallel (row-major).
+template <class F>
+void for_channels(const Planes& p, const F& f) {
+  parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) f(c);
+  });
+}
+
+// Calls f(value index) over channel c's values (row-major).
+template <class F>
+void for_values(const Planes& p, int64_t c, const F& f) {
   for (int64_t n = 0; n < p.n; ++n) {
     const int64_t base = (n * p.c + c) * p.inner;
     for (int64_t i = base; i < base + p.inner; ++i) f(i);
   }
 }
 
-// The sum of f(i) over channel c's values: in 8 interleaved partial sums, added in a fixed
-// order at the end (8 independent chains instead of one, which bound the loop by the add's
-// latency; the order depends on the shape alone).
+// Channels-last: totals_t[c] (t < terms, 1 or 2) from unit(value offset, rows, sums_0, sums_1),
+// which sums one (image, chunk) unit's rows; units run in parallel and are added in order.
+template <class Unit>
+void unit_sums(const Planes& p, int terms, const Unit& unit, double* total0, double* total1) {
+  const int64_t chunks = (p.inner + kChunk - 1) / kChunk, units = p.n * chunks, set = terms * p.c;
+  std::vector<double> part(size_t(units * set));
+  parallel_for(0, units, 1, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t k0 = u % chunks * kChunk;
+      double* out = part.data() + u * set;
+      unit((u / chunks * p.inner + k0) * p.c, std::min(kChunk, p.inner - k0), out, out + p.c);
+    }
+  });
+  for (int t = 0; t < terms; ++t)
+    for (int64_t c = 0; c < p.c; ++c) {
+      double total = 0;
+      for (int64_t u = 0; u < units; ++u) total += part[size_t(u * set + t * p.c + c)];
+      (t == 0 ? total0 : total1)[c] = total;
+    }
+}
+
+// Channels-last: f(value offset, rows) over runs of rows, in parallel.
 template <class F>
-double channel_sum(const Planes& p, int64_t c, const F& f) {
-  double lanes[8] = {};
-  for (int64_t n = 0; n < p.n; ++n) {
-    const int64_t base = (n * p.c + c) * p.inner;
-    int64_t i = 0;
-    for (; i + 8 <= p.inner; i += 8)
-      for (int j = 0; j < 8; ++j) lanes[j] += f(base + i + j);
-    for (; i < p.inner; ++i) lanes[i % 8] += f(base + i);
-  }
-  return ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+void for_rows(const Planes& p, const F& f) {
+  parallel_for(0, p.count(), std::max<int64_t>(1, 32768 / std::max<int64_t>(1, p.c)),
+               [&](int64_t r0, int64_t r1) { f(r0 * p.c, r1 - r0); });
 }
 
 // mean and biased variance of each channel (two passes over it).
 template <class T>
 void channel_stats(const T* x, const Planes& p, std::vector<double>& mean, std::vector<double>& var) {
-  parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const double m = channel_sum(p, c, [&](int64_t i) { return double(x[i]); }) / double(p.count());
-      const double q = channel_sum(p, c, [&](int64_t i) { return (double(x[i]) - m) * (double(x[i]) - m); });
-      mean[size_t(c)] = m;
-      var[size_t(c)] = q / double(p.count());
-    }
+  const double count = double(p.count());
+  if (p.channels_last) {
+    unit_sums(p, 1, [&](int64_t at, int64_t rows, double* s, double*) {
+      kernels::batch_norm_cl_sums(x + at, rows, p.c, nullptr, s);
+    }, mean.data(), nullptr);
+    for (double& m : mean) m /= count;
+    unit_sums(p, 1, [&](int64_t at, int64_t rows, double* s, double*) {
+      kernels::batch_norm_cl_sums(x + at, rows, p.c, mean.data(), s);
+    }, var.data(), nullptr);
+    for (double& v : var) v /= count;
+    return;
+  }
+  for_channels(p, [&](int64_t c) {
+    const double m = channel_sum(p, c, [&](int64_t i) { return double(x[i]); }) / count;
+    const double q = channel_sum(p, c, [&](int64_t i) { return (double(x[i]) - m) * (double(x[i]) - m); });
+    mean[size_t(c)] = m;
+    var[size_t(c)] = q / count;
   });
 }
 
@@ -110,30 +183,42 @@ std::vector<Tensor> batch_norm_backward_graph(const Tensor& gy, const Tensor& x,
 std::vector<Tensor> batch_norm_backward(const Tensor& grad_out, const Tensor& x, const std::optional<Tensor>& weight,
                                         const Tensor& mean, const Tensor& rstd, bool training) {
   const DType ct = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
-  const Planes p{x.size(0), x.size(1), x.dim() > 2 ? numel_of(Dims(x.sizes().data() + 2, size_t(x.dim() - 2))) : 1};
-  const Tensor xc = x.to(ct).contiguous(), dy = grad_out.to(ct).contiguous();
+  const MemoryFormat format = ops::kept_memory_format(x);
+  const Planes p(x, format);
+  const Tensor xc = x.to(ct).contiguous(format), dy = grad_out.to(ct).contiguous(format);
   const std::vector<double> m = doubles(mean), r = doubles(rstd);
   const std::vector<double> w = weight ? doubles(*weight) : std::vector<double>(size_t(p.c), 1.0);
-  std::vector<double> dw(size_t(p.c)), db(size_t(p.c));
-  Tensor dx = empty(x.sizes(), ct);
+  std::vector<double> dw(size_t(p.c)), db(size_t(p.c)), scale(size_t(p.c)), a(size_t(p.c)), b(size_t(p.c));
+  Tensor dx = empty(x.sizes(), ct, format);
+  // The per-channel coefficients of dx from the two sums of channel c.
+  auto coefficients = [&](size_t k) {
+    dw[k] *= r[k];
+    scale[k] = w[k] * r[k];
+    a[k] = training ? db[k] / double(p.count()) : 0;
+    b[k] = training ? dw[k] / double(p.count()) : 0;
+  };
   visit_compute(ct, [&]<class T>() {
     const T* xp = xc.data<T>();
     const T* gp = dy.data<T>();
     T* out = dx.data<T>();
-    parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const size_t k = size_t(c);
-        const double sum_dy = channel_sum(p, c, [&](int64_t i) { return double(gp[i]); });
-        const double sum_dy_xhat =
-            channel_sum(p, c, [&](int64_t i) { return double(gp[i]) * (double(xp[i]) - m[k]); }) * r[k];
-        dw[k] = sum_dy_xhat, db[k] = sum_dy;
-        const double scale = w[k] * r[k], cnt = double(p.count());
-        const double a = training ? sum_dy / cnt : 0, b = training ? sum_dy_xhat / cnt : 0;
-        for_channel(p, c, [&](int64_t i) {
-          const double xhat = (double(xp[i]) - m[k]) * r[k];
-          out[i] = T((double(gp[i]) - a - xhat * b) * scale);
-        });
-      }
+    if (p.channels_last) {
+      unit_sums(p, 2, [&](int64_t at, int64_t rows, double* s_dy, double* s_dyx) {
+        kernels::batch_norm_cl_grad_sums(xp + at, gp + at, rows, p.c, m.data(), s_dy, s_dyx);
+      }, db.data(), dw.data());
+      for (size_t k = 0; k < size_t(p.c); ++k) coefficients(k);
+      const kernels::BatchNormGradCoefficients q{m.data(), r.data(), a.data(), b.data(), scale.data()};
+      for_rows(p, [&](int64_t at, int64_t rows) { kernels::batch_norm_cl_dx(xp + at, gp + at, rows, p.c, q, out + at); });
+      return;
+    }
+    for_channels(p, [&](int64_t c) {
+      const size_t k = size_t(c);
+      db[k] = channel_sum(p, c, [&](int64_t i) { return double(gp[i]); });
+      dw[k] = channel_sum(p, c, [&](int64_t i) { return double(gp[i]) * (double(xp[i]) - m[k]); });
+      coefficients(k);
+      for_values(p, c, [&](int64_t i) {
+        const double xhat = (double(xp[i]) - m[k]) * r[k];
+        out[i] = T((double(gp[i]) - a[k] - xhat * b[k]) * scale[k]);
+      });
     });
   });
   return {dx, vector_tensor(dw, x.dtype()), vector_tensor(db, x.dtype())};
@@ -148,7 +233,8 @@ FLB_OP(batch_norm,
             shape_str(x.sizes()));
   FLB_CHECK(x.is_floating_point(), TypeError, "[batch_norm] expected a floating point input, got ",
             dtype_name(x.dtype()));
-  const Planes p{x.size(0), x.size(1), x.dim() > 2 ? numel_of(Dims(x.sizes().data() + 2, size_t(x.dim() - 2))) : 1};
+  const MemoryFormat format = ops::kept_memory_format(x);
+  const Planes p(x, format);
   for (const auto* t : {&running_mean, &running_var, &weight, &bias}) {
     if (!*t) continue;
     const char* what = t == &running_mean ? "running_mean" : t == &running_var ? "running_var"
@@ -169,7 +255,7 @@ FLB_OP(batch_norm,
   Tensor out;
   {
     autograd::NoGradGuard no_grad;
-    const Tensor xc = x.to(ct).contiguous();
+    const Tensor xc = x.to(ct).contiguous(format);
     if (training) {
       visit_compute(ct, [&]<class T>() { channel_stats(xc.data<T>(), p, mean, var); });
       if (running_mean) {
@@ -190,19 +276,22 @@ FLB_OP(batch_norm,
   for (size_t c = 0; c < rstd.size(); ++c) rstd[c] = 1 / std::sqrt(var[c] + eps);
   {
     autograd::NoGradGuard no_grad;
-    const Tensor xc = x.to(ct).contiguous();
+    const Tensor xc = x.to(ct).contiguous(format);
     const std::vector<double> w = weight ? doubles(*weight) : std::vector<double>(size_t(p.c), 1.0);
     const std::vector<double> b = bias ? doubles(*bias) : std::vector<double>(size_t(p.c), 0.0);
-    Tensor y = empty(x.sizes(), ct);
+    std::vector<double> scale(size_t(p.c)), shift(size_t(p.c));
+    for (size_t c = 0; c < scale.size(); ++c) scale[c] = rstd[c] * w[c], shift[c] = b[c] - mean[c] * scale[c];
+    Tensor y = empty(x.sizes(), ct, format);
     visit_compute(ct, [&]<class T>() {
       const T* xp = xc.data<T>();
       T* yp = y.data<T>();
-      parallel_for(0, p.c, 1, [&](int64_t c0, int64_t c1) {
-        for (int64_t c = c0; c < c1; ++c) {
-          const size_t k = size_t(c);
-          const double scale = rstd[k] * w[k], shift = b[k] - mean[k] * scale;
-          for_channel(p, c, [&](int64_t i) { yp[i] = T(double(xp[i]) * scale + shift); });
-        }
+      if (p.channels_last)
+        return for_rows(p, [&](int64_t at, int64_t rows) {
+          kernels::batch_norm_cl_affine(xp + at, rows, p.c, scale.data(), shift.data(), yp + at);
+        });
+      for_channels(p, [&](int64_t c) {
+        const size_t k = size_t(c);
+        for_values(p, c, [&](int64_t i) { yp[i] = T(double(xp[i]) * scale[k] + shift[k]); });
       });
     });
     out = y.to(x.dtype());
@@ -225,7 +314,7 @@ FLB_OP(batch_norm,
                      if (!need_b) g[2] = Tensor();
                      return g;
                    });
-  return in_layout_of(out, x);
+  return in_layout_of(out, x);  // (a row-major result where x's layout is neither)
 }
 
 // Statistics per (sample, group of channels): a layer_norm over each group's values, then

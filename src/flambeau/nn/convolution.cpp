@@ -130,9 +130,11 @@ void visit_compute(DType ct, F&& f) {
 // channels-last (suggest_memory_format) computes and returns channels-last tensors: its
 // output and its input gradient (a 3-d one's are row-major, as torch's on the CPU). float32
 // problems that oneDNN has a direct kernel for read and write that layout as it is, with
-// no copy (oneDNN's NHWC kernels); the others (float64,
-// no oneDNN, FLAMBEAU_ONEDNN_F32=0, no direct kernel) copy to row-major, run the kernels of
-// kernels/cpu/conv.h, and copy the result back. The weight stays row-major, as oneDNN
+// no copy (oneDNN's NHWC kernels). The others copy to row-major, run the kernels of
+// kernels/cpu/conv.h and copy the result back: float64, no oneDNN, FLAMBEAU_ONEDNN_F32=0,
+// no direct kernel, and outputs of 16 positions or fewer with a kernel larger than 1x1,
+// where oneDNN's NHWC kernels measured up to 2x slower than the row-major path (ResNet-18's
+// last stages at 64x64) and the copies are small. The weight stays row-major, as oneDNN
 // reorders it anyway. Bits do not depend on the thread count either way.
 MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
   const MemoryFormat cl = MemoryFormat::ChannelsLast;  // 2-d only: torch's conv3d gives row-major results
@@ -143,6 +145,7 @@ MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
 // g as its channels-last problem, when oneDNN may take one.
 std::optional<ConvGeometry> channels_last(const ConvGeometry& g, MemoryFormat format, DType ct) {
   if (format == MemoryFormat::Contiguous || ct != kFloat32 || !kernels::onednn_f32()) return std::nullopt;
+  if (g.kernel_volume() > 1 && g.out_volume() <= 16) return std::nullopt;  // small images: the copies are cheap
   ConvGeometry cl = g;
   cl.channels_last = true;
   return cl;

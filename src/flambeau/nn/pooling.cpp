@@ -11,6 +11,7 @@
 #include "flambeau/core/shape.h"
 #include "flambeau/kernels/cpu/pool.h"
 #include "flambeau/nn/functional.h"
+#include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau::nn::functional {
@@ -174,28 +175,35 @@ Pool as_2d(Pool p) {
 // edge only (torch saves it too).
 Tensor max_backward(const PoolGeometry& g, const Dims& shape, DType ct, const Tensor& gy_in, const Tensor& idx_in) {
   autograd::NoGradGuard no_grad;
-  const Tensor gy = gy_in.to(ct).contiguous(), idx = idx_in.contiguous();
-  Tensor gx = empty(shape, ct);
+  const MemoryFormat format = g.channels_last == 0 ? MemoryFormat::Contiguous
+                              : shape.size() == 5   ? MemoryFormat::ChannelsLast3d
+                                                    : MemoryFormat::ChannelsLast;
+  const Tensor gy = gy_in.to(ct).contiguous(format), idx = idx_in.contiguous(format);
+  Tensor gx = empty(shape, ct, format);
   visit_compute(ct, [&]<class T>() { kernels::max_pool_backward<T>(g, gy.data<T>(), idx.data<int64_t>(), gx.data<T>()); });
   return gx;
 }
 
-// Values (and int64 indices) of a max kernel on x, with its backward recorded as `node`.
+// Values (and int64 indices) of a max kernel on x, with its backward recorded as `node`;
+// channels-last inputs are worked on as they lie, with channels-last results, unless
+// keep_layout is false (torch's adaptive_max_pool3d gives row-major ones).
 template <class Kernel>
 std::pair<Tensor, Tensor> max_primitive(const char* node, const char* node2, const Tensor& x, const Pool& pool,
-                                        Kernel kernel) {
+                                        Kernel kernel, bool keep_layout = true) {
   const DType ct = compute_dtype(x);
-  Tensor values, indices = empty(pool.out_shape, kInt64);
+  const MemoryFormat format = keep_layout ? ops::kept_memory_format(x) : MemoryFormat::Contiguous;
+  PoolGeometry g = pool.g;
+  if (format != MemoryFormat::Contiguous) g.channels_last = x.size(1);
+  Tensor values, indices = empty(pool.out_shape, kInt64, format);
   {
     autograd::NoGradGuard no_grad;
-    const Tensor xc = x.to(ct).contiguous();
-    Tensor y = empty(pool.out_shape, ct);
-    visit_types(MaxTypes{}, ct,
-                [&]<class T>() { kernel(pool.g, xc.data<T>(), y.data<T>(), indices.data<int64_t>()); });
+    const Tensor xc = x.to(ct).contiguous(format);
+    Tensor y = empty(pool.out_shape, ct, format);
+    visit_types(MaxTypes{}, ct, [&]<class T>() { kernel(g, xc.data<T>(), y.data<T>(), indices.data<int64_t>()); });
     values = y.to(x.dtype());
   }
   autograd::record(node, {&values}, {&x}, {indices, x},
-                   [g = pool.g, shape = Dims(x.sizes()), ct, node2](const std::vector<Tensor>& grads,
+                   [g, shape = Dims(x.sizes()), ct, node2](const std::vector<Tensor>& grads,
                                                                    const std::vector<Tensor>& saved) {
                      const Tensor &gy = grads[0], &idx = saved[0], &xs = saved[1];
                      Tensor gx = max_backward(g, shape, ct, gy, idx);
@@ -276,7 +284,7 @@ std::pair<Tensor, Tensor> max_pool(const char* op, int64_t n, const Tensor& x, c
   auto [v, i] = max_primitive(n == 2 ? "MaxPool2DWithIndicesBackward0" : "MaxPool3DWithIndicesBackward0",
                               n == 2 ? "MaxPool2DWithIndicesBackwardBackward0" : "MaxPool3DWithIndicesBackwardBackward0",
                               x, pool, MaxForward{});
-  return {in_layout_of(v, x), in_layout_of(i, x)};
+  return {v, i};
 }
 
 std::pair<Tensor, Tensor> adaptive_max(const char* op, int64_t n, const Tensor& x, const Dims& output_size) {
@@ -288,7 +296,7 @@ std::pair<Tensor, Tensor> adaptive_max(const char* op, int64_t n, const Tensor& 
   }
   return max_primitive(n == 2 ? "AdaptiveMaxPool2DBackward0" : "AdaptiveMaxPool3DBackward0",
                        n == 2 ? "AdaptiveMaxPool2DBackwardBackward0" : "AdaptiveMaxPool3DBackwardBackward0", x, pool,
-                       AdaptiveMaxForward{});
+                       AdaptiveMaxForward{}, n == 2);
 }
 
 Tensor avg_pool(const char* op, int64_t n, const Tensor& x, const Dims& kernel_size, const Dims& stride,

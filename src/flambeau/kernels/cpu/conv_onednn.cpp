@@ -3,7 +3,8 @@
 // N, C, D, H, W layout; oneDNN picks its blocked layouts and the data is reordered in and
 // out (Note [oneDNN convolutions] in conv.cpp says when this path is taken). oneDNN keeps
 // its own cache of primitives, so repeated shapes are cheap. Builds against oneDNN 2.x
-// (Debian 12) and 3.x (Debian 13), whose primitive APIs differ.
+// (Debian 12) and 3.x (Debian 13), whose primitive APIs differ. Channels-last tensors are
+// read and written as they lie (oneDNN's NHWC kernels); only the weights are reordered.
 #include <dnnl.hpp>
 #include <omp.h>
 
@@ -46,17 +47,22 @@ struct Problem {
     weights_tag = g.groups > 1 ? (planar ? Tag::goihw : Tag::goidhw) : (planar ? Tag::oihw : Tag::oidhw);
   }
   memory::desc any(const memory::dims& d) const { return {d, memory::data_type::f32, Tag::any}; }
+  // Activations as the primitive reads them: channels-last data as it lies (oneDNN's nxc
+  // kernels, no reorder), row-major data in whatever blocked layout oneDNN prefers.
+  memory::desc data(const memory::dims& d) const {
+    return data_tag == Tag::nchw || data_tag == Tag::ncdhw ? any(d) : plain(d, data_tag);
+  }
   memory::desc plain(const memory::dims& d, Tag t) const { return {d, memory::data_type::f32, t}; }
 };
 
 dnnl::convolution_forward::primitive_desc forward_pd(const Problem& p, bool with_bias) {
   const memory::desc bias = with_bias ? p.any(p.bias) : memory::desc();
 #if DNNL_VERSION_MAJOR >= 3
-  return {engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, p.any(p.src),
-          p.any(p.weights), bias, p.any(p.dst), p.strides, p.dilates, p.pad_l, p.pad_r};
+  return {engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, p.data(p.src),
+          p.any(p.weights), bias, p.data(p.dst), p.strides, p.dilates, p.pad_l, p.pad_r};
 #else
-  return {{dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights),
-           bias, p.any(p.dst), p.strides, p.dilates, p.pad_l, p.pad_r},
+  return {{dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, p.data(p.src), p.any(p.weights),
+           bias, p.data(p.dst), p.strides, p.dilates, p.pad_l, p.pad_r},
           engine()};
 #endif
 }
@@ -67,10 +73,10 @@ template <class Prim>
 typename Prim::primitive_desc backward_pd(const Problem& p) {
   const auto hint = forward_pd(p, false);
 #if DNNL_VERSION_MAJOR >= 3
-  return {engine(), dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights), p.any(p.dst),
+  return {engine(), dnnl::algorithm::convolution_direct, p.data(p.src), p.any(p.weights), p.data(p.dst),
           p.strides, p.dilates, p.pad_l, p.pad_r, hint};
 #else
-  return {{dnnl::algorithm::convolution_direct, p.any(p.src), p.any(p.weights), p.any(p.dst), p.strides,
+  return {{dnnl::algorithm::convolution_direct, p.data(p.src), p.any(p.weights), p.data(p.dst), p.strides,
            p.dilates, p.pad_l, p.pad_r},
           engine(), hint};
 #endif

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "flambeau/core/parallel.h"
+#include "flambeau/kernels/cpu/simd_pool.h"
 
 namespace flambeau::kernels {
 namespace {
@@ -88,14 +89,61 @@ void window_max(const PoolGeometry& g, const T* x, Range d, Range h, Range w, T*
   *idx = best;
 }
 
+using Ranges = std::array<std::vector<Range>, 3>;
+
+// max_forward on channels-last x and y: each output's channels side by side, each channel
+// visiting its window in the same order as window_max (so the same values and indices).
+template <class T>
+void max_forward_channels_last(const PoolGeometry& g, const Ranges& ranges, const T* x, T* y, int64_t* idx) {
+  const int64_t C = g.channels_last, iv = g.in_volume(), H = g.in[1], W = g.in[2];
+  const int64_t rows = g.planes / C * g.out[0] * g.out[1];  // output rows (n, od, oh)
+  constexpr bool simd = std::is_floating_point_v<T>;
+  const T lowest = simd ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+  parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> window;
+    for (int64_t r = r0; r < r1; ++r) {
+      const Range& d = ranges[0][size_t(r / g.out[1] % g.out[0])];
+      const Range& h = ranges[1][size_t(r % g.out[1])];
+      const T* xn = x + r / (g.out[0] * g.out[1]) * iv * C;
+      for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+        const Range& w = ranges[2][size_t(ow)];
+        window.clear();
+        for (int64_t i = d.first; i < d.end; i += d.step)
+          for (int64_t j = h.first; j < h.end; j += h.step)
+            for (int64_t k = w.first; k < w.end; k += w.step) window.push_back((i * H + j) * W + k);
+        const int64_t first = (d.first * H + h.first) * W + w.first, o = (r * g.out[2] + ow) * C;
+        if constexpr (simd) {
+          if (iv < (int64_t(1) << 31)) {
+            max_pool_channels_last_output(xn, window.data(), int64_t(window.size()), first, C, y + o, idx + o);
+            continue;
+          }
+        }
+        T* m = y + o;
+        int64_t* best = idx + o;
+        std::fill(m, m + C, lowest);
+        std::fill(best, best + C, first);
+        for (const int64_t at : window)
+          for (int64_t c = 0; c < C; ++c) {
+            const T v = xn[at * C + c];
+            bool take = v > m[c];
+            if constexpr (simd) take = take || v != v;  // NaN wins
+            m[c] = take ? v : m[c];
+            best[c] = take ? at : best[c];
+          }
+      }
+    }
+  });
+}
+
 // The maximum of each window (max_window or adaptive_bin) and its index. The windows along
 // each dim are the same for every plane: they are worked out once.
 template <class T, class Window>
 void max_forward(const PoolGeometry& g, Window window, const T* x, T* y, int64_t* idx) {
   const int64_t iv = g.in_volume(), ov = g.out_volume();
-  std::array<std::vector<Range>, 3> ranges;
+  Ranges ranges;
   for (int dim = 0; dim < 3; ++dim)
     for (int64_t o = 0; o < g.out[dim]; ++o) ranges[size_t(dim)].push_back(window(g, dim, o));
+  if (g.channels_last > 0) return max_forward_channels_last(g, ranges, x, y, idx);
   for_planes(g, [&](int64_t p) {
     const T* xp = x + p * iv;
     int64_t o = p * ov;
@@ -123,6 +171,23 @@ void adaptive_max_pool_forward(const PoolGeometry& g, const T* x, T* y, int64_t*
 template <class T>
 void max_pool_backward(const PoolGeometry& g, const T* gy, const int64_t* idx, T* gx) {
   const int64_t iv = g.in_volume(), ov = g.out_volume();
+  if (g.channels_last > 0) {  // each (image, block of channels) a task, outputs added in order as below
+    constexpr int64_t kBlock = 64;
+    const int64_t C = g.channels_last, blocks = (C + kBlock - 1) / kBlock;
+    parallel_for(0, g.planes / C * blocks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t n = t / blocks, c0 = t % blocks * kBlock, c1 = std::min(C, c0 + kBlock);
+        T* gn = gx + n * iv * C;
+        for (int64_t i = 0; i < iv; ++i) std::fill(gn + i * C + c0, gn + i * C + c1, T(0));
+        for (int64_t o = n * ov; o < (n + 1) * ov; ++o)
+          for (int64_t c = c0; c < c1; ++c) {
+            const int64_t at = idx[o * C + c];
+            if (at >= 0 && at < iv) gn[at * C + c] += gy[o * C + c];
+          }
+      }
+    });
+    return;
+  }
   for_planes(g, [&](int64_t p) {
     T* gp = gx + p * iv;
     std::fill(gp, gp + iv, T(0));

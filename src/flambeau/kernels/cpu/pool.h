@@ -14,6 +14,9 @@ namespace flambeau::kernels {
 // dilation are unused by the adaptive kernels (their bins come from in and out).
 struct PoolGeometry {
   int64_t planes = 0;
+  // > 0: x and y (and their gradients, and the indices) are channels-last, [planes /
+  // channels_last, D, H, W, channels_last] (the max kernels only).
+  int64_t channels_last = 0;
   std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, pad{0, 0, 0},
       dilation{1, 1, 1};
   int64_t in_volume() const { return in[0] * in[1] * in[2]; }
