@@ -132,14 +132,16 @@ Tensor unary_derivative(UnaryOp op, const Tensor& x, const Tensor& y) {
 }  // namespace
 
 // relu's gradient selects, as torch's threshold_backward: 0 where y <= 0 (even for an inf
-// or NaN gradient), the gradient elsewhere (y NaN included). One pass for same-shape dense
-// float tensors when no graph is built and nobody listens to the op hook; where() otherwise
+// or NaN gradient), the gradient elsewhere (y NaN included). One pass over the memory for
+// same-shape float tensors laid out alike without holes (row-major, channels-last, ...)
+// when no graph is built and nobody listens to the op hook; where() otherwise
 // (differentiable for create_graph, and ops the compiler's trace of a backward sees).
 static Tensor relu_backward(const Tensor& g, const Tensor& y) {
   const bool fused = !grad_mode_enabled() && !op_hook::active() && g.sizes() == y.sizes() && g.dtype() == y.dtype() &&
-                     (g.dtype() == kFloat32 || g.dtype() == kFloat64) && g.is_contiguous() && y.is_contiguous();
+                     (g.dtype() == kFloat32 || g.dtype() == kFloat64) && g.strides() == y.strides() &&
+                     is_non_overlapping_and_dense(g);
   if (!fused) return where(le(y, 0), Tensor(0.0), g);
-  Tensor out = empty(g.sizes(), g.dtype());
+  Tensor out = empty_like(g, g.dtype(), MemoryFormat::Preserve);
   visit_dtype(g.dtype(), [&]<class T>() {
     if constexpr (std::is_floating_point_v<T>) {
       const T *gp = g.data<T>(), *yp = y.data<T>();

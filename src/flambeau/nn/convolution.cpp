@@ -11,6 +11,7 @@
 #include "flambeau/kernels/cpu/blas.h"
 #include "flambeau/kernels/cpu/conv.h"
 #include "flambeau/nn/functional.h"
+#include "flambeau/ops/elementwise.h"
 #include "flambeau/ops/ops.h"
 
 namespace flambeau {
@@ -134,21 +135,28 @@ void visit_compute(DType ct, F&& f) {
 // kernels/cpu/conv.h and copy the result back: float64, no oneDNN, FLAMBEAU_ONEDNN_F32=0,
 // no direct kernel, and outputs of 16 positions or fewer with a kernel larger than 1x1,
 // where oneDNN's NHWC kernels measured up to 2x slower than the row-major path (ResNet-18's
-// last stages at 64x64) and the copies are small. The weight stays row-major, as oneDNN
-// reorders it anyway. Bits do not depend on the thread count either way.
+// last stages at 64x64) and the copies are small. On the no-copy path a channels-last
+// weight of one group is read as it lies and its gradient is channels-last, as torch's
+// (else the gradient is row-major). Bits do not depend on the thread count either way.
 MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
   const MemoryFormat cl = MemoryFormat::ChannelsLast;  // 2-d only: torch's conv3d gives row-major results
   return x.dim() == 4 && (suggest_memory_format(x) == cl || suggest_memory_format(w) == cl) ? cl
                                                                                               : MemoryFormat::Contiguous;
 }
 
-// g as its channels-last problem, when oneDNN may take one.
-std::optional<ConvGeometry> channels_last(const ConvGeometry& g, MemoryFormat format, DType ct) {
+// g as its channels-last problem, when oneDNN may take one; a channels-last weight of one
+// group is read (and its gradient written) as it lies too.
+std::optional<ConvGeometry> channels_last(const ConvGeometry& g, MemoryFormat format, DType ct, const Tensor& w) {
   if (format == MemoryFormat::Contiguous || ct != kFloat32 || !kernels::onednn_f32()) return std::nullopt;
   if (g.kernel_volume() > 1 && g.out_volume() <= 16) return std::nullopt;  // small images: the copies are cheap
   ConvGeometry cl = g;
   cl.channels_last = true;
+  cl.weight_channels_last = g.groups == 1 && ops::kept_memory_format(w) == MemoryFormat::ChannelsLast;
   return cl;
+}
+
+MemoryFormat weight_format(const ConvGeometry& g) {
+  return g.weight_channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
 }
 
 // The forward product of either direction into a new tensor of the compute dtype, laid
@@ -156,8 +164,8 @@ std::optional<ConvGeometry> channels_last(const ConvGeometry& g, MemoryFormat fo
 // (backward_input).
 Tensor run_product(const ConvGeometry& g, bool fwd, const Tensor& src, const Tensor& w, const Dims& shape, DType ct,
                    MemoryFormat format) {
-  if (const auto cl = channels_last(g, format, ct)) {
-    const Tensor s = src.to(ct).contiguous(format), wc = w.to(ct).contiguous();
+  if (const auto cl = channels_last(g, format, ct, w)) {
+    const Tensor s = src.to(ct).contiguous(format), wc = w.to(ct).contiguous(weight_format(*cl));
     Tensor out = empty(shape, ct, format);
     if (fwd ? kernels::onednn_conv_forward(*cl, s.data<float>(), wc.data<float>(), nullptr, out.data<float>())
             : kernels::onednn_conv_backward_input(*cl, s.data<float>(), wc.data<float>(), out.data<float>()))
@@ -172,15 +180,17 @@ Tensor run_product(const ConvGeometry& g, bool fwd, const Tensor& src, const Ten
   return out.contiguous(format);
 }
 
-// gw from x-space and y-space tensors of the forward convolution g (row-major).
-Tensor weight_grad(const ConvGeometry& g, const Tensor& x_space, const Tensor& y_space, const Dims& shape, DType ct,
+// gw (laid out as w where the channels-last path takes it, else row-major) from x-space
+// and y-space tensors of the forward convolution g.
+Tensor weight_grad(const ConvGeometry& g, const Tensor& x_space, const Tensor& y_space, const Tensor& w, DType ct,
                    MemoryFormat format) {
-  Tensor gw = empty(shape, ct);
-  if (const auto cl = channels_last(g, format, ct)) {
+  if (const auto cl = channels_last(g, format, ct, w)) {
     const Tensor xs = x_space.to(ct).contiguous(format), ys = y_space.to(ct).contiguous(format);
+    Tensor gw = empty(w.sizes(), ct, weight_format(*cl));
     if (kernels::conv_backward_weight_channels_last(*cl, xs.data<float>(), ys.data<float>(), gw.data<float>()))
       return gw;
   }
+  Tensor gw = empty(w.sizes(), ct);
   const Tensor xs = x_space.to(ct).contiguous(), ys = y_space.to(ct).contiguous();
   visit_compute(ct, [&]<class T>() { kernels::conv_backward_weight(g, xs.data<T>(), ys.data<T>(), gw.data<T>()); });
   return gw;
@@ -286,8 +296,8 @@ Tensor conv_impl(const char* op, int64_t n, const Tensor& input, const Tensor& w
                      // Transposed: x is the y-space of g and the gradient is y-space from x-space.
                      if (need_x) out[0] = run_product(g, a.transposed, gy, ws, xs.sizes(), ct, format);
                      if (need_w)
-                       out[1] = a.transposed ? weight_grad(g, gy, xs, ws.sizes(), ct, format)
-                                             : weight_grad(g, xs, gy, ws.sizes(), ct, format);
+                       out[1] = a.transposed ? weight_grad(g, gy, xs, ws, ct, format)
+                                             : weight_grad(g, xs, gy, ws, ct, format);
                      if (need_b) {
                        Dims dims = {0};
                        for (int64_t i = 0; i < n; ++i) dims.push_back(2 + i);

@@ -20,6 +20,8 @@ struct ConvGeometry {
   // x and y (and their gradients) stored channels-last: N, D, H, W, C. Only the oneDNN
   // products and conv_backward_weight_channels_last take such a geometry.
   bool channels_last = false;
+  // With channels_last and one group: the weight stored C_out, KD, KH, KW, C_in.
+  bool weight_channels_last = false;
   int64_t in_volume() const { return in[0] * in[1] * in[2]; }
   int64_t out_volume() const { return out[0] * out[1] * out[2]; }
   int64_t kernel_volume() const { return kernel[0] * kernel[1] * kernel[2]; }

@@ -44,7 +44,9 @@ struct Problem {
       pad_r.push_back((g.out[i] - 1) * g.stride[i] + (g.kernel[i] - 1) * g.dilation[i] + 1 - g.in[i] - g.pad[i]);
     }
     data_tag = g.channels_last ? (planar ? Tag::nhwc : Tag::ndhwc) : (planar ? Tag::nchw : Tag::ncdhw);
-    weights_tag = g.groups > 1 ? (planar ? Tag::goihw : Tag::goidhw) : (planar ? Tag::oihw : Tag::oidhw);
+    weights_tag = g.groups > 1            ? (planar ? Tag::goihw : Tag::goidhw)
+                  : g.weight_channels_last ? (planar ? Tag::ohwi : Tag::odhwi)
+                                           : (planar ? Tag::oihw : Tag::oidhw);
   }
   memory::desc any(const memory::dims& d) const { return {d, memory::data_type::f32, Tag::any}; }
   // Activations as the primitive reads them: channels-last data as it lies (oneDNN's nxc
