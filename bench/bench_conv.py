@@ -2,8 +2,9 @@
 float32: conv2d forward + backward (input, weight and bias gradients) at ResNet shapes,
 batch 32, and batch_norm (training) and max_pool2d (3x3 stride 2, as ResNet's stem) at the
 same activation shapes, and a ResNet-18 SGD training step on 64x64 inputs; the CNN example's epoch time is examples/cnn_fashion_mnist.py --compare. Alternating runs, medians; ratio = torch time / flambeau time (> 1: flambeau faster).
---channels-last: the conv forward+backward rows and the ResNet-18 step with channels-last
-inputs (and model.to(memory_format=channels_last)) in both libraries instead.
+--channels-last: the conv forward+backward, batch_norm and max_pool2d rows and the ResNet-18
+step with channels-last inputs (and model.to(memory_format=channels_last)) in both libraries
+instead.
 Usage: .venv/bin/python bench/bench_conv.py [reps] [batch] [--channels-last]   (prints a Markdown table)"""
 import os
 import sys
@@ -58,11 +59,15 @@ def conv_rows(batch, reps, r, channels_last=False):
 ACTIVATIONS = [("56x56x64", 64, 56), ("28x28x128", 128, 28), ("56x56x256", 256, 56), ("112x112x64", 64, 112)]
 
 
-def norm_pool_rows(batch, reps, r):
+def norm_pool_rows(batch, reps, r, channels_last=False):
     rows = []
     for name, c, hw in ACTIVATIONS:
         x = r.standard_normal((batch, c, hw, hw)).astype(np.float32)
         fx, tx = fl.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        if channels_last:
+            fx = fx.detach().to(memory_format=fl.channels_last).requires_grad_()
+            tx = tx.detach().to(memory_format=torch.channels_last).requires_grad_()
+            name += ", channels-last"
         fw, tw = fl.ones(c, requires_grad=True), torch.ones(c, requires_grad=True)
         fb, tb = fl.zeros(c, requires_grad=True), torch.zeros(c, requires_grad=True)
         frm, frv, trm, trv = fl.zeros(c), fl.ones(c), torch.zeros(c), torch.ones(c)
@@ -136,7 +141,7 @@ def main(reps=5, batch=32, channels_last=False):
     torch.set_num_threads(2)
     r = np.random.default_rng(0)
     if channels_last:
-        rows = conv_rows(batch, reps, r, True) + resnet_rows(batch, reps, r, True)
+        rows = conv_rows(batch, reps, r, True) + norm_pool_rows(batch, reps, r, True) + resnet_rows(batch, reps, r, True)
     else:
         rows = conv_rows(batch, reps, r) + norm_pool_rows(batch, reps, r) + resnet_rows(batch, reps, r)
     print(f"batch {batch}, float32, 2 threads, median of {reps}\n")

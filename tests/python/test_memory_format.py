@@ -199,6 +199,104 @@ def test_layers_keep_channels_last_and_compute_the_same(name, fn):
     np.testing.assert_array_equal(got.detach().numpy(), row_major.detach().numpy())
 
 
+def run_on(x, fn, seed=7):
+    """fn(x) and the gradients of its outputs' weighted sum with respect to x (and its
+    parameters): each output's gradient is a fixed pattern of small integers."""
+    x = x.detach().requires_grad_()
+    outs = fn(x)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    values = [o for o in outs if o.is_floating_point()]
+    grads = [fl.tensor((np.arange(v.numel()).reshape(tuple(v.shape)) * 7 + seed) % 5 - 2.0).to(v.dtype)
+             for v in values]
+    fl.autograd.backward(values, grads)
+    return outs + (x.grad,)
+
+
+def same_bits(a, b):
+    a, b = a.detach().numpy(), b.detach().numpy()
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+# batch_norm and the max poolings work on channels-last tensors as they lie (no copy) in the
+# same order of operations as on row-major ones (Note [Batch norm order], Note
+# [Deterministic pooling]): the same bits in either layout and on any thread count. The
+# shapes cross batch_norm's 1024-position chunks and leave lanes over (41 * 37 positions),
+# and have channel counts that fill no vector (3, 5) and several (70).
+NATIVE_LAYOUT_CASES = [
+    ("batch_norm train", (2, 5, 37, 41), lambda x: F.batch_norm(
+        x, fl.zeros(x.shape[1], dtype=x.dtype), fl.ones(x.shape[1], dtype=x.dtype),
+        fl.linspace(0.5, 2, x.shape[1]).to(x.dtype), fl.linspace(-1, 1, x.shape[1]).to(x.dtype), training=True)),
+    ("batch_norm eval", (3, 70, 4, 5), lambda x: F.batch_norm(
+        x, fl.linspace(-1, 1, x.shape[1]).to(x.dtype), fl.linspace(0.5, 3, x.shape[1]).to(x.dtype), training=False)),
+    ("batch_norm 3d", (2, 3, 5, 4, 6), lambda x: F.batch_norm(x, None, None, training=True)),
+    ("max_pool2d", (2, 19, 9, 11), lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True)),
+    ("max_pool2d dilated ceil", (2, 3, 8, 8), lambda x: F.max_pool2d(
+        x, (2, 3), (1, 2), (1, 1), dilation=(2, 1), ceil_mode=True, return_indices=True)),
+    ("max_pool3d", (2, 70, 5, 6, 7), lambda x: F.max_pool3d(x, 2, 2, return_indices=True)),
+    ("adaptive_max_pool2d", (2, 5, 9, 11), lambda x: F.adaptive_max_pool2d(x, (4, 3), return_indices=True)),
+]
+
+
+@pytest.mark.parametrize("name, shape, fn", NATIVE_LAYOUT_CASES, ids=[c[0] for c in NATIVE_LAYOUT_CASES])
+@pytest.mark.parametrize("dtype", [fl.float32, fl.float64], ids=str)
+def test_channels_last_norm_and_pooling_give_the_row_major_bits(name, shape, fn, dtype):
+    a = np.random.default_rng(len(shape) * 10 + shape[1]).standard_normal(shape)
+    if "pool" in name:  # a NaN (it wins its windows) and a run of ties (the first wins)
+        a[0, 0].flat[3] = np.nan
+        a[-1, -1].flat[:6] = 1.0
+    x = fl.tensor(a).to(dtype)
+    fmt = fl.channels_last if len(shape) == 4 else fl.channels_last_3d
+    row_major = run_on(x, fn)
+    results = []
+    for threads in (1, 2):
+        fl.set_num_threads(threads)
+        try:
+            results.append(run_on(x.contiguous(memory_format=fmt), fn))
+        finally:
+            fl.set_num_threads(2)
+    for got in results:
+        for g, r in zip(got, row_major):
+            assert g.is_contiguous(memory_format=fmt)
+            assert same_bits(g, r)
+
+
+def test_channels_last_pooling_layouts_as_torch():
+    f, t = pair((2, 5, 6, 6, 7), seed=4)
+    fc, tc = f.contiguous(memory_format=fl.channels_last_3d), t.contiguous(memory_format=torch.channels_last_3d)
+    for ff, tf in [(F.max_pool3d, TF.max_pool3d), (F.adaptive_max_pool3d, TF.adaptive_max_pool3d)]:
+        (gv, gi), (wv, wi) = ff(fc, 2, return_indices=True), tf(tc, 2, return_indices=True)
+        assert gv.stride() == wv.stride() and gi.stride() == wi.stride()  # torch's adaptive 3-d one is row-major
+        np.testing.assert_array_equal(gi.numpy(), wi.numpy())
+        np.testing.assert_array_equal(gv.numpy(), wv.numpy())
+
+
+def test_channels_last_weight_gradient_is_channels_last_as_torch():
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((2, 16, 9, 9)).astype(np.float32), rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    grads = []
+    for lib in (fl, torch):
+        xt = lib.tensor(x).contiguous(memory_format=lib.channels_last)
+        wt = lib.tensor(w).contiguous(memory_format=lib.channels_last).requires_grad_()
+        conv = F.conv2d if lib is fl else TF.conv2d
+        conv(xt, wt, padding=1).sum().backward()
+        grads.append(wt.grad)
+    assert grads[0].stride() == grads[1].stride()
+    # A sum of 2 * 9 * 9 terms of size up to |x|: float32 roundings of the sum of |x| bound it.
+    bound = 2 * 81 * 2.0**-24 * np.abs(x).sum()
+    assert np.max(np.abs(grads[0].numpy() - grads[1].numpy())) <= bound
+
+
+def test_relu_backward_keeps_the_layout():
+    f, t = pair((2, 3, 4, 5), seed=9)
+    fc, tc = (f.contiguous(memory_format=fl.channels_last).requires_grad_(),
+              t.contiguous(memory_format=torch.channels_last).requires_grad_())
+    for lib, v in ((fl, fc), (torch, tc)):
+        y = lib.relu(v * 1.0)
+        y.backward(lib.ones_like(y))
+    assert fc.grad.stride() == tc.grad.stride()
+    np.testing.assert_array_equal(fc.grad.numpy(), tc.grad.numpy())
+
+
 def test_bad_input_names_the_op():
     f, _ = pair((2, 3, 4))
     assert_raises_naming(lambda: f.contiguous(memory_format=fl.channels_last), ValueError,
