@@ -1,9 +1,9 @@
 // batch_norm as one fused primitive (per-channel statistics over the batch and spatial
 // dims, running statistics updated in place, one fused backward) on row-major or
 // channels-last tensors as they lie, and group_norm, instance_norm and local_response_norm
-// on top of it and the other ops. Each channel is reduced by one thread in a fixed order
-// (double accumulators, Note [Batch norm order]), so results do not depend on the thread
-// count or the layout.
+// on top of it and the other ops. Every channel is reduced in a fixed order (double
+// accumulators, Note [Batch norm order]), so results do not depend on the thread count or
+// the layout.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -253,9 +253,12 @@ FLB_OP(batch_norm,
   const DType ct = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
   std::vector<double> mean(size_t(p.c)), var(size_t(p.c));
   Tensor out;
+  const Tensor xc = [&] {  // x in the compute dtype and layout, for both passes below
+    autograd::NoGradGuard no_grad;
+    return x.to(ct).contiguous(format);
+  }();
   {
     autograd::NoGradGuard no_grad;
-    const Tensor xc = x.to(ct).contiguous(format);
     if (training) {
       visit_compute(ct, [&]<class T>() { channel_stats(xc.data<T>(), p, mean, var); });
       if (running_mean) {
@@ -276,7 +279,6 @@ FLB_OP(batch_norm,
   for (size_t c = 0; c < rstd.size(); ++c) rstd[c] = 1 / std::sqrt(var[c] + eps);
   {
     autograd::NoGradGuard no_grad;
-    const Tensor xc = x.to(ct).contiguous(format);
     const std::vector<double> w = weight ? doubles(*weight) : std::vector<double>(size_t(p.c), 1.0);
     const std::vector<double> b = bias ? doubles(*bias) : std::vector<double>(size_t(p.c), 0.0);
     std::vector<double> scale(size_t(p.c)), shift(size_t(p.c));
